@@ -1,0 +1,138 @@
+"""Per-operator drivers: run the kernels of a plan, combine partials, round once to the output dtype.
+
+Each driver takes a Plan and the (native) input dtype and returns a 1-D array of ``plan.n_kept``
+results in that dtype. The accumulator policy lives here, in one place:
+
+| input                          | accumulator                                       | final step            |
+|--------------------------------|---------------------------------------------------|-----------------------|
+| float16, bfloat16, float32     | float64, compensated across 256-element pieces    | one rounding          |
+| float64                        | float64, compensated across 256-element pieces    | none                  |
+| int32/int64/uint32/uint64 mean | exact 128-bit sum                                 | truncate toward zero  |
+| integer sum of squares         | uint64, wrapping                                  | keep the low bits     |
+| integer log-sum-exp            | exact max, float64 sum of exp(x - max)            | truncate toward zero  |
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from . import _kernels as K
+from ._plan import Plan
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+# float64 mean of finite values whose sum overflows: sum x * 2**-64 instead (exact scaling), then
+# multiply the mean back; a sum of fewer than 2**63 finite float64 values cannot overflow that way.
+_MEAN_RESCALE = 2.0**-64
+
+
+def _kernel(name, plan):
+    serial, parallel = K.KERNELS[name]
+    return parallel if plan.parallel else serial
+
+
+def _geometry(plan):
+    return (plan.src, plan.base, plan.kept_shape, plan.kept_strides,
+            plan.reduced_shape, plan.reduced_strides, plan.nchunks)
+
+
+def _tasks(plan):
+    return plan.n_kept * plan.nchunks
+
+
+def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round float64 results once to a float dtype."""
+    if dtype == BFLOAT16:
+        # ml_dtypes rounds float64 -> bfloat16 through float32 (two roundings). Rounding to float32
+        # with round-to-odd first keeps enough sticky information for the second rounding to be exact.
+        with np.errstate(over="ignore"):
+            nearest = values.astype(np.float32)
+        wide = nearest.astype(np.float64)
+        inexact = np.isfinite(values) & (wide != values)
+        bits = nearest.view(np.uint32).copy()
+        bits[inexact & (np.abs(wide) > np.abs(values))] -= 1  # toward zero: the magnitude is the low bits
+        bits[inexact] |= 1
+        return bits.view(np.float32).astype(BFLOAT16)
+    with np.errstate(over="ignore"):
+        return values.astype(dtype)
+
+
+def _float_sums(plan, mode, shifts):
+    total = np.empty(_tasks(plan))
+    comp = np.empty(_tasks(plan))
+    _kernel("float_sums", plan)(*_geometry(plan), mode, shifts, total, comp)
+    result = np.empty(plan.n_kept)
+    K.finish_float_sums(total, comp, plan.nchunks, result)
+    return result
+
+
+def _float_max(plan):
+    partial = np.empty(_tasks(plan))
+    _kernel("float_max", plan)(*_geometry(plan), partial)
+    result = np.empty(plan.n_kept)
+    K.finish_max(partial, plan.nchunks, result)
+    return result
+
+
+def _int_sums(plan, squares):
+    low = np.empty(_tasks(plan), dtype=np.uint64)
+    high = np.empty(_tasks(plan), dtype=np.uint64)
+    _kernel("int_sums", plan)(*_geometry(plan), squares, low, high)
+    return low, high
+
+
+def _wrap_to(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """uint64 two's-complement bits -> dtype, keeping the low bits."""
+    unsigned = np.dtype(f"u{dtype.itemsize}")
+    return bits.astype(unsigned).view(dtype)
+
+
+def mean(plan: Plan, dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "f" or dtype == BFLOAT16:
+        ones = np.ones(plan.n_kept)
+        sums = _float_sums(plan, K.SUM, ones)
+        means = sums / plan.n_reduced
+        if dtype == np.float64:
+            overflowed = ~np.isfinite(means)
+            if overflowed.any():  # inf/NaN inputs or an overflowing sum of finite values
+                rescaled = _float_sums(plan, K.SUM, ones * _MEAN_RESCALE) / plan.n_reduced / _MEAN_RESCALE
+                means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
+        return round_float64_to(means, dtype)
+    low, high = _int_sums(plan, squares=False)
+    result = np.empty(plan.n_kept, dtype=np.uint64)
+    K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
+    return _wrap_to(result, dtype)
+
+
+def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "f" or dtype == BFLOAT16:
+        return round_float64_to(_float_sums(plan, K.SUM_SQUARES, np.ones(plan.n_kept)), dtype)
+    low, _ = _int_sums(plan, squares=True)
+    result = np.empty(plan.n_kept, dtype=np.uint64)
+    K.finish_int_squares(low, plan.nchunks, result)
+    return _wrap_to(result, dtype)
+
+
+def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "f" or dtype == BFLOAT16:
+        maxima = _float_max(plan)
+        sums = _float_sums(plan, K.SUM_EXP, maxima)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # a non-finite max (NaN, +inf, or -inf for an all -inf set) is the answer itself
+            result = np.where(np.isfinite(maxima), maxima + np.log(sums), maxima)
+        return round_float64_to(result, dtype)
+    wide = np.dtype(np.int64 if dtype.kind == "i" else np.uint64)
+    partial_max = np.empty(_tasks(plan), dtype=wide)
+    _kernel("int_max", plan)(*_geometry(plan), partial_max)
+    maxima = np.empty(plan.n_kept, dtype=wide)
+    K.finish_max(partial_max, plan.nchunks, maxima)
+    totals = np.empty(_tasks(plan))
+    _kernel("int_sum_exp", plan)(*_geometry(plan), maxima, totals)
+    result = np.empty(plan.n_kept, dtype=wide)
+    fits = np.empty(plan.n_kept, dtype=np.bool_)
+    K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, wide.type(np.iinfo(dtype).max), result, fits)
+    if not fits.all():
+        raise ValueError(
+            f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {np.iinfo(dtype).max}); "
+            "integer results are not clamped"
+        )
+    return result.astype(dtype)

@@ -1,0 +1,106 @@
+"""The ONNX rules, in plain Python: argument checks, which axes are reduced, output shape, the empty
+and no-op cases. Everything that can be wrong about a call is found here, before any kernel runs."""
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
+
+from ._plan import make_plan
+from ._registry import Op
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+# dtype -> the dtype the kernels read it as. Numba cannot load float16 or bfloat16 arrays, so both
+# travel as 16-bit integers, and the integer type tells the kernel which decoding applies.
+CARRIERS = {
+    np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.float64): np.dtype(np.float64),
+    np.dtype(np.float16): np.dtype(np.uint16),
+    BFLOAT16: np.dtype(np.int16),
+    np.dtype(np.int32): np.dtype(np.int32),
+    np.dtype(np.int64): np.dtype(np.int64),
+    np.dtype(np.uint32): np.dtype(np.uint32),
+    np.dtype(np.uint64): np.dtype(np.uint64),
+}
+SUPPORTED_NAMES = "float32, float64, float16, bfloat16, int32, int64, uint32, uint64"
+
+
+def as_supported_array(data) -> np.ndarray:
+    """``data`` as an ndarray of a supported dtype in native byte order (a copy only when byte-swapped)."""
+    try:
+        x = np.asarray(data)
+    except (ValueError, TypeError) as exc:  # ragged nested lists, objects NumPy refuses
+        raise ValueError(f"data cannot be converted to an array: {exc}") from None
+    native = x.dtype.newbyteorder("=") if x.dtype.byteorder not in "=|" else x.dtype
+    if native not in CARRIERS or x.dtype.fields is not None or x.dtype.subdtype is not None:
+        raise TypeError(f"unsupported dtype {x.dtype}; numred supports {SUPPORTED_NAMES}")
+    if native != x.dtype:
+        x = x.astype(native)
+    return x
+
+
+def as_flag(value, name: str) -> int:
+    """keepdims and noop_with_empty_axes: 0, 1, False or True, as Python or NumPy values."""
+    if isinstance(value, (bool, np.bool_, int, np.integer)) and value in (0, 1):
+        return int(value)
+    raise ValueError(f"{name} must be 0 or 1 (or False/True), got {value!r}")
+
+
+def _axis_value(value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"axes values must be integers, got {value!r} of type {type(value).__name__}")
+    return operator.index(value)
+
+
+def reduced_axes(axes, ndim: int) -> tuple[int, ...]:
+    """The normalised, sorted axes named by ``axes``; () when none are named (None or empty)."""
+    if axes is None:
+        return ()
+    if isinstance(axes, np.ndarray):
+        if axes.ndim > 1:
+            raise ValueError(f"axes must be a 1-D integer array, got an array of shape {axes.shape}")
+        if axes.dtype.kind not in "iu":
+            raise TypeError(f"axes must hold integers, got an array of dtype {axes.dtype}")
+        values = [int(v) for v in axes.reshape(-1)]
+    elif isinstance(axes, Sequence) and not isinstance(axes, (str, bytes)):
+        values = [_axis_value(v) for v in axes]
+    else:
+        values = [_axis_value(axes)]
+    return tuple(sorted(normalize_axis_tuple(values, ndim, argname="axes")))
+
+
+def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
+    x = as_supported_array(data)
+    keepdims = as_flag(keepdims, "keepdims")
+    noop = as_flag(noop_with_empty_axes, "noop_with_empty_axes")
+    axes = reduced_axes(axes, x.ndim)
+    if not axes:
+        if noop:
+            return op.noop(x)
+        axes = tuple(range(x.ndim))
+
+    if keepdims:
+        out_shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
+    else:
+        out_shape = tuple(n for a, n in enumerate(x.shape) if a not in axes)
+    n_out = int(np.prod(out_shape, dtype=np.int64))
+    n_reduced = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+
+    if n_out == 0:
+        return np.empty(out_shape, dtype=x.dtype)
+    if n_reduced == 0:
+        if x.dtype.kind in "iu":
+            if op.empty_int is None:
+                raise ValueError(
+                    f"{op.onnx_name} over an empty set is undefined for integer dtype {x.dtype} "
+                    "(no integer NaN or -inf)"
+                )
+            return np.full(out_shape, op.empty_int, dtype=x.dtype)
+        return np.full(out_shape, op.empty_float, dtype=x.dtype)
+
+    plan = make_plan(x.view(CARRIERS[x.dtype]), axes)
+    return op.compute(plan, x.dtype).reshape(out_shape)

@@ -1,0 +1,95 @@
+"""From an array and the set of reduced axes to the "kept x reduced" description the kernels take.
+
+No data is copied: the kernels read the input where it lies, through a 1-D view of the memory it
+spans. Size-1 axes are dropped, adjacent axes whose strides allow it are merged (onnxruntime's
+FastReduceKind idea), and reduced axes are reordered so that the innermost one has the smallest
+stride: the order of the reduced elements does not change the result beyond rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+# Below this many elements a parallel launch costs more than it saves (DESIGN.md: about 2 us).
+PARALLEL_MIN_ELEMENTS = 1 << 15
+# A reduced range is cut into chunks of at least this many elements when there are too few outputs
+# to keep the threads busy; the count depends on the shape only, never on the thread count.
+CHUNK_MIN_ELEMENTS = 1 << 15
+MAX_CHUNKS = 64
+FEW_OUTPUTS = 64
+
+
+@dataclass(frozen=True)
+class Plan:
+    src: np.ndarray  # 1-D contiguous read-only view over the memory the input spans
+    base: int  # element offset in src of the input's first element (after reduced-axis flips)
+    kept_shape: np.ndarray  # int64, C order of the output
+    kept_strides: np.ndarray  # int64, in elements
+    reduced_shape: np.ndarray  # int64, innermost (smallest stride) last; at least one entry
+    reduced_strides: np.ndarray
+    n_kept: int
+    n_reduced: int
+    nchunks: int  # pieces each output's reduced range is cut into
+    parallel: bool
+
+
+def _merge(dims):
+    """Merge neighbours (n1, s1), (n2, s2) into (n1 * n2, s2) when s1 == n2 * s2, outer first."""
+    merged = []
+    for n, stride in dims:
+        if merged and merged[-1][1] == n * stride:
+            merged[-1] = (merged[-1][0] * n, stride)
+        else:
+            merged.append((n, stride))
+    return merged
+
+
+def _spanning_view(x):
+    """(1-D contiguous view over all memory x touches, offset of x's first element in it)."""
+    itemsize = x.itemsize
+    strides = [s // itemsize for s in x.strides]
+    first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, strides))]
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(x.shape, strides))
+    base = sum((n - 1) * -s for n, s in zip(x.shape, strides) if s < 0)
+    return as_strided(first, shape=(span,), strides=(itemsize,), writeable=False), base, strides
+
+
+def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
+    """``x`` is non-empty, in a carrier dtype, native byte order."""
+    if any(s % x.itemsize for s in x.strides):
+        # strides that are not whole elements (views into packed records): the only copy numred makes
+        x = np.ascontiguousarray(x)
+    src, base, strides = _spanning_view(x)
+    reduced = set(reduced_axes)
+    kept_dims = [(x.shape[a], strides[a]) for a in range(x.ndim) if a not in reduced and x.shape[a] != 1]
+    reduced_dims = []
+    for a in sorted(reduced):
+        n, s = x.shape[a], strides[a]
+        if n == 1:
+            continue
+        if s < 0:  # walk a reversed axis forwards: same elements, and it may merge or be contiguous
+            base += (n - 1) * s
+            s = -s
+        reduced_dims.append((n, s))
+    reduced_dims.sort(key=lambda d: -d[1])
+    kept_dims = _merge(kept_dims) or [(1, 0)]
+    reduced_dims = _merge(reduced_dims) or [(1, 0)]
+    n_kept = int(np.prod([n for n, _ in kept_dims]))
+    n_reduced = int(np.prod([n for n, _ in reduced_dims]))
+    nchunks = 1
+    if n_kept < FEW_OUTPUTS:
+        nchunks = max(1, min(MAX_CHUNKS, n_reduced // CHUNK_MIN_ELEMENTS))
+    return Plan(
+        src=src,
+        base=base,
+        kept_shape=np.array([n for n, _ in kept_dims], dtype=np.int64),
+        kept_strides=np.array([s for _, s in kept_dims], dtype=np.int64),
+        reduced_shape=np.array([n for n, _ in reduced_dims], dtype=np.int64),
+        reduced_strides=np.array([s for _, s in reduced_dims], dtype=np.int64),
+        n_kept=n_kept,
+        n_reduced=n_reduced,
+        nchunks=nchunks,
+        parallel=n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS,
+    )

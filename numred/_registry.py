@@ -1,0 +1,66 @@
+"""One record per operator: everything the front end, the tests and the benchmarks need to know.
+
+A new operator is one entry here plus its kernels; nothing else enumerates the operators.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from . import _compute
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str  # public function name in numred, e.g. "reduce_mean"
+    onnx_name: str  # ONNX operator type, e.g. "ReduceMean"
+    empty_float: float  # result of a float reduction over an empty set
+    empty_int: int | None  # same for integers; None: undefined, the front end raises ValueError
+    noop: Callable[[np.ndarray], np.ndarray]  # result when no axis is reduced (noop_with_empty_axes=1)
+    numpy_peer: Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]  # the NumPy way, for benchmarks
+    compute: Callable  # (Plan, dtype) -> 1-D results in dtype: the kernels' driver in _compute
+
+
+def _numpy_logsumexp(x, axes, keepdims):
+    m = np.max(x, axis=axes, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    s = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    return s if keepdims else np.squeeze(s, axis=axes)
+
+
+OPS = (
+    Op(
+        name="reduce_mean",
+        onnx_name="ReduceMean",
+        empty_float=float("nan"),
+        empty_int=None,
+        noop=lambda x: x.copy(),
+        numpy_peer=lambda x, axes, keepdims: np.mean(x, axis=axes, keepdims=keepdims),
+        compute=_compute.mean,
+    ),
+    Op(
+        name="reduce_log_sum_exp",
+        onnx_name="ReduceLogSumExp",
+        empty_float=float("-inf"),
+        empty_int=None,
+        noop=lambda x: x.copy(),
+        numpy_peer=_numpy_logsumexp,
+        compute=_compute.log_sum_exp,
+    ),
+    Op(
+        name="reduce_sum_square",
+        onnx_name="ReduceSumSquare",
+        empty_float=0.0,
+        empty_int=0,
+        # elementwise square in the input dtype: integers wrap, as the contract says
+        # (out= keeps a 0-d input a 0-d array instead of a NumPy scalar)
+        noop=lambda x: np.multiply(x, x, out=np.empty_like(x)),
+        numpy_peer=lambda x, axes, keepdims: np.sum(np.square(x), axis=axes, keepdims=keepdims),
+        compute=_compute.sum_square,
+    ),
+)
+
+OPS_BY_NAME = {op.name: op for op in OPS}
+OPS_BY_ONNX_NAME = {op.onnx_name: op for op in OPS}
