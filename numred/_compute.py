@@ -59,7 +59,7 @@ def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def _float_sums(plan, mode, shifts):
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _kernel("float_sums", plan)(*_geometry(plan), mode, shifts, total, comp)
+    _kernel("float_sums", plan)(*_geometry(plan), plan.tile, mode, shifts, total, comp)
     result = np.empty(plan.n_kept)
     K.finish_float_sums(total, comp, plan.nchunks, result)
     return result
@@ -67,7 +67,7 @@ def _float_sums(plan, mode, shifts):
 
 def _float_max(plan):
     partial = np.empty(_tasks(plan))
-    _kernel("float_max", plan)(*_geometry(plan), partial)
+    _kernel("float_max", plan)(*_geometry(plan), plan.tile, partial)
     result = np.empty(plan.n_kept)
     K.finish_max(partial, plan.nchunks, result)
     return result
@@ -76,7 +76,7 @@ def _float_max(plan):
 def _int_sums(plan, squares):
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    _kernel("int_sums", plan)(*_geometry(plan), squares, low, high)
+    _kernel("int_sums", plan)(*_geometry(plan), plan.tile, squares, low, high)
     return low, high
 
 

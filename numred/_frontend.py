@@ -2,6 +2,7 @@
 and no-op cases. Everything that can be wrong about a call is found here, before any kernel runs."""
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 
@@ -87,8 +88,8 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
         out_shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
     else:
         out_shape = tuple(n for a, n in enumerate(x.shape) if a not in axes)
-    n_out = int(np.prod(out_shape, dtype=np.int64))
-    n_reduced = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    n_out = math.prod(out_shape)
+    n_reduced = math.prod(x.shape[a] for a in axes)
 
     if n_out == 0:
         return np.empty(out_shape, dtype=x.dtype)

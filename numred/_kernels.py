@@ -113,8 +113,51 @@ def _sign_word_impl(x):
 
 
 # ---------------------------------------------------------------------------------------------
-# index helpers
+# scalar helpers
 # ---------------------------------------------------------------------------------------------
+@intrinsic
+def _bits_to_float64(typingctx, bits):
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return sig, codegen
+
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that k * _LN2_HI is exact for |k| < 2**20
+_LN2_LO = 1.90821492927058770002e-10
+
+
+@njit(fastmath=FASTMATH)
+def exp_nonpositive(x):
+    """exp(x) for x <= 0 (after the max shift), within about 1 ulp, in a form LLVM vectorises:
+    Numba's math.exp is a scalar libm call (DESIGN.md). exp(x) = 2**k * exp(r), |r| <= ln(2)/2,
+    exp(r) by its Taylor series to degree 13 (truncation below 2**-53 on that interval)."""
+    clamped = max(x, -708.0)  # below this exp(x) < 2**-1021: it cannot move a sum that holds exp(0)
+    k = np.floor(clamped * _LOG2E + 0.5)
+    r = (clamped - k * _LN2_HI) - k * _LN2_LO
+    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (1 / 720 + r * (
+        1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (1 / 3628800 + r * (1 / 39916800 + r * (
+            1 / 479001600 + r * (1 / 6227020800)))))))))))))
+    value = p * _bits_to_float64((np.int64(k) + 1023) << 52)
+    return value if x >= -708.0 else 0.0
+
+
+def compensation_block(src):
+    """How many terms a plain float64 accumulator may take before it is folded into the compensated
+    total: 256 for float64 data (to stay as exact as NumPy's pairwise sum); for narrower floats a
+    float64 accumulator is already far more exact than the output, so never."""
+
+
+@overload(compensation_block)
+def _compensation_block_impl(src):
+    if src.dtype == types.float64:
+        return lambda src: BLOCK
+    return lambda src: 1 << 62
+
+
 @njit
 def _offset_of(index, shape, strides):
     """Element offset of the C-order flat ``index`` into a block of dimensions (shape, strides)."""
@@ -127,11 +170,22 @@ def _offset_of(index, shape, strides):
 
 
 @njit
-def _task_range(task, nchunks, nr):
-    """(output index, first and end reduced position) of one task."""
-    k = task // nchunks
-    c = task - k * nchunks
-    return k, nr * c // nchunks, nr * (c + 1) // nchunks
+def _n_tasks(kshape, tile, nchunks):
+    rows = np.prod(kshape) // kshape[-1]
+    return rows * ((kshape[-1] + tile - 1) // tile) * nchunks
+
+
+@njit
+def _task(task, kshape, tile, nchunks, nr):
+    """One task: ``width`` consecutive outputs from flat output index ``k0`` along the innermost kept
+    dimension (a tile), over reduced positions [first, end) (a chunk)."""
+    tiles_per_row = (kshape[-1] + tile - 1) // tile
+    t = task // nchunks
+    c = task - t * nchunks
+    column = (t % tiles_per_row) * tile
+    k0 = (t // tiles_per_row) * kshape[-1] + column
+    width = min(tile, kshape[-1] - column)
+    return k0, width, c, nr * c // nchunks, nr * (c + 1) // nchunks
 
 
 @njit
@@ -152,132 +206,202 @@ def _compensated_result(total, compensation):
 
 
 # ---------------------------------------------------------------------------------------------
-# float pieces: one strided run of at most BLOCK elements -> float64
+# float kernels
 # ---------------------------------------------------------------------------------------------
 SUM, SUM_SQUARES, SUM_EXP = 0, 1, 2
 
 
 @njit(fastmath=FASTMATH)
-def _float_run(src, offset, n, step, mode, shift):
-    """mode SUM: sum of x * shift (shift is a power of two); SUM_SQUARES: sum of x*x;
-    SUM_EXP: sum of exp(x - shift)."""
-    acc = 0.0
+def _float_term(x, mode, shift):
+    """mode SUM: x * shift (shift is 1 or a power-of-two scale); SUM_SQUARES: x*x;
+    SUM_EXP: exp(x - shift), shift being the max."""
+    v = as_float64(x)
     if mode == SUM:
-        if step == 1:
-            for i in range(n):
-                acc += as_float64(src[offset + i]) * shift
-        else:
-            for i in range(n):
-                acc += as_float64(src[offset + i * step]) * shift
-    elif mode == SUM_SQUARES:
-        if step == 1:
-            for i in range(n):
-                v = as_float64(src[offset + i])
-                acc += v * v
-        else:
-            for i in range(n):
-                v = as_float64(src[offset + i * step])
-                acc += v * v
+        return v * shift
+    if mode == SUM_SQUARES:
+        return v * v
+    return exp_nonpositive(v - shift)
+
+
+@njit(fastmath=FASTMATH)
+def _float_run(src, offset, n, step, mode, shift):
+    """Plain float64 sum of the terms of one strided run."""
+    acc = 0.0
+    if step == 1:
+        for i in range(n):
+            acc += _float_term(src[offset + i], mode, shift)
     else:
-        if step == 1:
-            for i in range(n):
-                acc += math.exp(as_float64(src[offset + i]) - shift)
-        else:
-            for i in range(n):
-                acc += math.exp(as_float64(src[offset + i * step]) - shift)
+        for i in range(n):
+            acc += _float_term(src[offset + i * step], mode, shift)
     return acc
 
 
-def float_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, mode, shifts, out_total, out_comp):
-    """Compensated float64 sums per task; ``shifts[k]`` is the scale (SUM) or the max (SUM_EXP)."""
-    nk = np.prod(kshape)
+@njit(fastmath=FASTMATH)
+def _float_columns(src, offset, width, kstep, mode, shifts, k0, acc):
+    """acc[w] += term of element w of one row of a tile."""
+    if kstep == 1:
+        for w in range(width):
+            acc[w] += _float_term(src[offset + w], mode, shifts[k0 + w])
+    else:
+        for w in range(width):
+            acc[w] += _float_term(src[offset + w * kstep], mode, shifts[k0 + w])
+
+
+@njit
+def _fold(acc, total, comp):
+    for w in range(acc.size):
+        total[w], comp[w] = _neumaier(total[w], comp[w], acc[w])
+        acc[w] = 0.0
+
+
+def float_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, mode, shifts, out_total, out_comp):
+    """Compensated float64 sums per (output, chunk); ``shifts[k]`` is the scale (SUM) or the max
+    (SUM_EXP) of output k. With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
+    outputs together (a leading reduced axis read row by row instead of column by column)."""
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
-    for task in prange(nk * nchunks):
-        k, pos, end = _task_range(task, nchunks, nr)
-        shift = shifts[k]
-        origin = base + _offset_of(k, kshape, kstrides)
-        total = 0.0
-        comp = 0.0
-        if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+    block = compensation_block(src)
+    for task in prange(_n_tasks(kshape, tile, nchunks)):
+        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        origin = base + _offset_of(k0, kshape, kstrides)
+        if tile == 1:
+            shift = shifts[k0]
+            total = 0.0
+            comp = 0.0
+            if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+                while pos < end:
+                    offset = origin + _offset_of(pos, rshape, rstrides)
+                    n = min(run_length - pos % run_length, end - pos)
+                    for b in range(0, n, block):
+                        piece = _float_run(src, offset + b * step, min(block, n - b), step, mode, shift)
+                        total, comp = _neumaier(total, comp, piece)
+                    pos += n
+            out_total[k0 * nchunks + c] = total
+            out_comp[k0 * nchunks + c] = comp
+        else:
+            acc = np.zeros(width)
+            totals = np.zeros(width)
+            comps = np.zeros(width)
+            rows = 0
             while pos < end:
                 offset = origin + _offset_of(pos, rshape, rstrides)
                 n = min(run_length - pos % run_length, end - pos)
-                for b in range(0, n, BLOCK):
-                    piece = _float_run(src, offset + b * step, min(BLOCK, n - b), step, mode, shift)
-                    total, comp = _neumaier(total, comp, piece)
+                for j in range(n):
+                    _float_columns(src, offset + j * step, width, kstrides[-1], mode, shifts, k0, acc)
+                    rows += 1
+                    if rows == block:
+                        _fold(acc, totals, comps)
+                        rows = 0
                 pos += n
-        out_total[task] = total
-        out_comp[task] = comp
+            _fold(acc, totals, comps)
+            for w in range(width):
+                out_total[(k0 + w) * nchunks + c] = totals[w]
+                out_comp[(k0 + w) * nchunks + c] = comps[w]
 
 
-def float_max(src, base, kshape, kstrides, rshape, rstrides, nchunks, out_max):
-    """Max per task as float64; NaN wins (the contract: any NaN gives NaN)."""
-    nk = np.prod(kshape)
+@njit(fastmath=FASTMATH)
+def _max_run(src, offset, n, step, best, nans):
+    # lane-wise max plus a NaN count: vectorises, where a NaN-propagating compare chain does not
+    for i in range(n):
+        v = as_float64(src[offset + i * step])
+        best = v if v > best else best
+        nans += v != v
+    return best, nans
+
+
+@njit(fastmath=FASTMATH)
+def _max_columns(src, offset, width, kstep, best, nans):
+    for w in range(width):
+        v = as_float64(src[offset + w * kstep])
+        best[w] = v if v > best[w] else best[w]
+        nans[w] += v != v
+
+
+def float_max(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, out_max):
+    """Max per (output, chunk) as float64; NaN wins (the contract: any NaN gives NaN)."""
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
-    for task in prange(nk * nchunks):
-        k, pos, end = _task_range(task, nchunks, nr)
-        origin = base + _offset_of(k, kshape, kstrides)
-        best = -np.inf
+    for task in prange(_n_tasks(kshape, tile, nchunks)):
+        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        origin = base + _offset_of(k0, kshape, kstrides)
+        best = np.full(width, -np.inf)
+        nans = np.zeros(width, dtype=np.int64)
         while pos < end:
             offset = origin + _offset_of(pos, rshape, rstrides)
             n = min(run_length - pos % run_length, end - pos)
-            for i in range(n):
-                v = as_float64(src[offset + i * step])
-                if v > best or v != v:
-                    best = v
-                if best != best:
-                    break
-            if best != best:
-                break
+            if tile == 1:
+                best[0], nans[0] = _max_run(src, offset, n, step, best[0], nans[0])
+            else:
+                for j in range(n):
+                    _max_columns(src, offset + j * step, width, kstrides[-1], best, nans)
             pos += n
-        out_max[task] = best
+        for w in range(width):
+            out_max[(k0 + w) * nchunks + c] = np.nan if nans[w] else best[w]
 
 
 # ---------------------------------------------------------------------------------------------
 # integer kernels
 # ---------------------------------------------------------------------------------------------
-def int_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, squares, out_low, out_high):
+@njit
+def _add128(low, high, x):
+    """(low, high) += x sign-extended to 128 bits, all in uint64 two's complement."""
+    new_low = low + as_bits(x)
+    return new_low, high + sign_word(x) + _U64(new_low < low)
+
+
+def int_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, squares, out_low, out_high):
     """squares=False: exact 128-bit two's-complement sum (low, high words);
-    squares=True: sum of x*x modulo 2**64 (low word only)."""
-    nk = np.prod(kshape)
+    squares=True: sum of x*x modulo 2**64 (low word only). Tiles as in float_sums."""
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
-    for task in prange(nk * nchunks):
-        k, pos, end = _task_range(task, nchunks, nr)
-        origin = base + _offset_of(k, kshape, kstrides)
-        low = _U64(0)
-        high = _U64(0)
+    kstep = kstrides[-1]
+    for task in prange(_n_tasks(kshape, tile, nchunks)):
+        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        origin = base + _offset_of(k0, kshape, kstrides)
+        low = np.zeros(width, dtype=np.uint64)
+        high = np.zeros(width, dtype=np.uint64)
         while pos < end:
             offset = origin + _offset_of(pos, rshape, rstrides)
             n = min(run_length - pos % run_length, end - pos)
-            if squares:
-                for i in range(n):
-                    bits = as_bits(src[offset + i * step])
-                    low += bits * bits
+            if tile == 1:
+                run_low = low[0]
+                run_high = high[0]
+                if squares:
+                    for i in range(n):
+                        bits = as_bits(src[offset + i * step])
+                        run_low += bits * bits
+                else:
+                    for i in range(n):
+                        run_low, run_high = _add128(run_low, run_high, src[offset + i * step])
+                low[0] = run_low
+                high[0] = run_high
             else:
-                for i in range(n):
-                    x = src[offset + i * step]
-                    new_low = low + as_bits(x)
-                    high += sign_word(x) + _U64(new_low < low)
-                    low = new_low
+                for j in range(n):
+                    row = offset + j * step
+                    if squares:
+                        for w in range(width):
+                            bits = as_bits(src[row + w * kstep])
+                            low[w] += bits * bits
+                    else:
+                        for w in range(width):
+                            low[w], high[w] = _add128(low[w], high[w], src[row + w * kstep])
             pos += n
-        out_low[task] = low
-        out_high[task] = high
+        for w in range(width):
+            out_low[(k0 + w) * nchunks + c] = low[w]
+            out_high[(k0 + w) * nchunks + c] = high[w]
 
 
 def int_max(src, base, kshape, kstrides, rshape, rstrides, nchunks, out_max):
-    """Max per task, widened to int64/uint64 (``out_max`` has that dtype)."""
-    nk = np.prod(kshape)
+    """Max per (output, chunk), widened to int64/uint64 (``out_max`` has that dtype). One output per
+    task (no tiles): integer log-sum-exp is rare enough to read columns one at a time."""
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
-    for task in prange(nk * nchunks):
-        k, pos, end = _task_range(task, nchunks, nr)
+    for task in prange(_n_tasks(kshape, 1, nchunks)):
+        k, _, c, pos, end = _task(task, kshape, 1, nchunks, nr)
         origin = base + _offset_of(k, kshape, kstrides)
         best = as_wide(src[origin + _offset_of(pos, rshape, rstrides)])
         while pos < end:
@@ -286,17 +410,17 @@ def int_max(src, base, kshape, kstrides, rshape, rstrides, nchunks, out_max):
             for i in range(n):
                 best = max(best, as_wide(src[offset + i * step]))
             pos += n
-        out_max[task] = best
+        out_max[k * nchunks + c] = best
 
 
 def int_sum_exp(src, base, kshape, kstrides, rshape, rstrides, nchunks, maxima, out_total):
-    """Sum of exp(x - max) per task; x - max is taken exactly as a uint64 distance."""
-    nk = np.prod(kshape)
+    """Sum of exp(x - max) per (output, chunk), one output per task; x - max is taken exactly as a
+    uint64 distance."""
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
-    for task in prange(nk * nchunks):
-        k, pos, end = _task_range(task, nchunks, nr)
+    for task in prange(_n_tasks(kshape, 1, nchunks)):
+        k, _, c, pos, end = _task(task, kshape, 1, nchunks, nr)
         origin = base + _offset_of(k, kshape, kstrides)
         top = as_bits(maxima[k])
         total = 0.0
@@ -305,9 +429,9 @@ def int_sum_exp(src, base, kshape, kstrides, rshape, rstrides, nchunks, maxima, 
             n = min(run_length - pos % run_length, end - pos)
             for i in range(n):
                 distance = top - as_bits(src[offset + i * step])  # exact: max >= x
-                total += math.exp(-np.float64(distance))
+                total += exp_nonpositive(-np.float64(distance))
             pos += n
-        out_total[task] = total
+        out_total[k * nchunks + c] = total
 
 
 # Two compiled variants of each kernel: a parallel launch costs microseconds (DESIGN.md), so small

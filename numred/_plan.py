@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -19,6 +21,8 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 CHUNK_MIN_ELEMENTS = 1 << 15
 MAX_CHUNKS = 64
 FEW_OUTPUTS = 64
+# Outputs one task reduces together when the reduced axis is not the contiguous one (see Plan.tile).
+MAX_TILE = 256
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class Plan:
     n_kept: int
     n_reduced: int
     nchunks: int  # pieces each output's reduced range is cut into
+    tile: int  # neighbouring outputs (innermost kept axis, contiguous) a task reduces row by row, or 1
     parallel: bool
 
 
@@ -47,9 +52,12 @@ def _merge(dims):
 
 
 def _spanning_view(x):
-    """(1-D contiguous view over all memory x touches, offset of x's first element in it)."""
+    """(1-D contiguous view over all memory x touches, offset of x's first element in it, strides
+    in elements)."""
     itemsize = x.itemsize
     strides = [s // itemsize for s in x.strides]
+    if x.flags.c_contiguous:  # the common case, without as_strided's cost
+        return x.reshape(-1), 0, strides
     first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, strides))]
     span = 1 + sum((n - 1) * abs(s) for n, s in zip(x.shape, strides))
     base = sum((n - 1) * -s for n, s in zip(x.shape, strides) if s < 0)
@@ -76,11 +84,16 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
     reduced_dims.sort(key=lambda d: -d[1])
     kept_dims = _merge(kept_dims) or [(1, 0)]
     reduced_dims = _merge(reduced_dims) or [(1, 0)]
-    n_kept = int(np.prod([n for n, _ in kept_dims]))
-    n_reduced = int(np.prod([n for n, _ in reduced_dims]))
+    n_kept = math.prod(n for n, _ in kept_dims)
+    n_reduced = math.prod(n for n, _ in reduced_dims)
     nchunks = 1
     if n_kept < FEW_OUTPUTS:
         nchunks = max(1, min(MAX_CHUNKS, n_reduced // CHUNK_MIN_ELEMENTS))
+    # A leading reduced axis over contiguous kept elements (RK, KRK): walking one output's reduced
+    # elements would stride through memory, so a task reads whole rows of a tile of outputs instead.
+    tile = 1
+    if kept_dims[-1][1] == 1 and reduced_dims[-1][1] != 1:
+        tile = min(kept_dims[-1][0], MAX_TILE)
     return Plan(
         src=src,
         base=base,
@@ -91,5 +104,6 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
         n_kept=n_kept,
         n_reduced=n_reduced,
         nchunks=nchunks,
+        tile=tile,
         parallel=n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS,
     )

@@ -23,6 +23,13 @@ class Op:
     compute: Callable  # (Plan, dtype) -> 1-D results in dtype: the kernels' driver in _compute
 
 
+def _square_in_dtype(x):
+    # elementwise, in the input dtype: integers wrap and floats may overflow to inf, as the contract says;
+    # out= keeps a 0-d input a 0-d array instead of a NumPy scalar
+    with np.errstate(over="ignore"):
+        return np.multiply(x, x, out=np.empty_like(x))
+
+
 def _numpy_logsumexp(x, axes, keepdims):
     m = np.max(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
@@ -54,9 +61,7 @@ OPS = (
         onnx_name="ReduceSumSquare",
         empty_float=0.0,
         empty_int=0,
-        # elementwise square in the input dtype: integers wrap, as the contract says
-        # (out= keeps a 0-d input a 0-d array instead of a NumPy scalar)
-        noop=lambda x: np.multiply(x, x, out=np.empty_like(x)),
+        noop=_square_in_dtype,
         numpy_peer=lambda x, axes, keepdims: np.sum(np.square(x), axis=axes, keepdims=keepdims),
         compute=_compute.sum_square,
     ),
