@@ -30,8 +30,8 @@ def _kernel(name, plan):
     return parallel if plan.parallel else serial
 
 
-def _geometry(plan):
-    return (plan.src, plan.base, plan.kept_shape, plan.kept_strides,
+def _geometry(plan, src=None):
+    return (plan.src if src is None else src, plan.base, plan.kept_shape, plan.kept_strides,
             plan.reduced_shape, plan.reduced_strides, plan.nchunks)
 
 
@@ -65,12 +65,34 @@ def _float_sums(plan, mode, shifts):
     return result
 
 
-def _float_max(plan):
-    partial = np.empty(_tasks(plan))
-    _kernel("float_max", plan)(*_geometry(plan), plan.tile, partial)
-    result = np.empty(plan.n_kept)
-    K.finish_max(partial, plan.nchunks, result)
-    return result
+# float dtype -> (signed integer dtype viewing its bits, the bits of +inf)
+FLOAT_BITS = {
+    np.dtype(np.float32): (np.dtype(np.int32), 0x7F800000),
+    np.dtype(np.float64): (np.dtype(np.int64), 0x7FF0000000000000),
+    np.dtype(np.float16): (np.dtype(np.int16), 0x7C00),
+    BFLOAT16: (np.dtype(np.int16), 0x7F80),
+}
+
+
+def _maxima(plan, dtype):
+    """Per-output max: float64 for float dtypes (NaN where any element is NaN), the widened int64 or
+    uint64 value for integer dtypes."""
+    is_float = dtype in FLOAT_BITS
+    src, inf_bits = (plan.src.view(FLOAT_BITS[dtype][0]), FLOAT_BITS[dtype][1]) if is_float else (plan.src, 0)
+    wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
+    partial = np.empty(_tasks(plan), dtype=wide)
+    nans = np.empty(_tasks(plan), dtype=np.int64)
+    _kernel("max_keys", plan)(*_geometry(plan, src), plan.tile, is_float, inf_bits, partial, nans)
+    keys = np.empty(plan.n_kept, dtype=wide)
+    K.finish_max(partial, plan.nchunks, keys)
+    if not is_float:
+        return keys
+    bits_dtype = FLOAT_BITS[dtype][0]
+    sign_shift = 8 * bits_dtype.itemsize - 1
+    bits = keys ^ ((keys >> sign_shift) & ((1 << sign_shift) - 1))  # float_key is its own inverse
+    values = bits.astype(bits_dtype).view(dtype).astype(np.float64)
+    values[nans.reshape(plan.n_kept, plan.nchunks).any(axis=1)] = np.nan
+    return values
 
 
 def _int_sums(plan, squares):
@@ -114,17 +136,14 @@ def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
 
 def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "f" or dtype == BFLOAT16:
-        maxima = _float_max(plan)
+        maxima = _maxima(plan, dtype)
         sums = _float_sums(plan, K.SUM_EXP, maxima)
         with np.errstate(divide="ignore", invalid="ignore"):
             # a non-finite max (NaN, +inf, or -inf for an all -inf set) is the answer itself
             result = np.where(np.isfinite(maxima), maxima + np.log(sums), maxima)
         return round_float64_to(result, dtype)
-    wide = np.dtype(np.int64 if dtype.kind == "i" else np.uint64)
-    partial_max = np.empty(_tasks(plan), dtype=wide)
-    _kernel("int_max", plan)(*_geometry(plan), partial_max)
-    maxima = np.empty(plan.n_kept, dtype=wide)
-    K.finish_max(partial_max, plan.nchunks, maxima)
+    maxima = _maxima(plan, dtype)
+    wide = maxima.dtype
     totals = np.empty(_tasks(plan))
     _kernel("int_sum_exp", plan)(*_geometry(plan), maxima, totals)
     result = np.empty(plan.n_kept, dtype=wide)

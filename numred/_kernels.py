@@ -211,40 +211,64 @@ def _compensated_result(total, compensation):
 SUM, SUM_SQUARES, SUM_EXP = 0, 1, 2
 
 
-@njit(fastmath=FASTMATH)
-def _float_term(x, mode, shift):
-    """mode SUM: x * shift (shift is 1 or a power-of-two scale); SUM_SQUARES: x*x;
-    SUM_EXP: exp(x - shift), shift being the max."""
-    v = as_float64(x)
-    if mode == SUM:
-        return v * shift
-    if mode == SUM_SQUARES:
-        return v * v
-    return exp_nonpositive(v - shift)
-
-
+# The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
+# vectorising it, and it does not unswitch three-way branches by itself.
 @njit(fastmath=FASTMATH)
 def _float_run(src, offset, n, step, mode, shift):
-    """Plain float64 sum of the terms of one strided run."""
+    """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
+    scale), x * x (SUM_SQUARES), or exp(x - shift) (SUM_EXP; shift is the max)."""
     acc = 0.0
     if step == 1:
-        for i in range(n):
-            acc += _float_term(src[offset + i], mode, shift)
+        run = src[offset:offset + n]
+        if mode == SUM:
+            for i in range(n):
+                acc += as_float64(run[i]) * shift
+        elif mode == SUM_SQUARES:
+            for i in range(n):
+                v = as_float64(run[i])
+                acc += v * v
+        else:
+            for i in range(n):
+                acc += exp_nonpositive(as_float64(run[i]) - shift)
     else:
-        for i in range(n):
-            acc += _float_term(src[offset + i * step], mode, shift)
+        if mode == SUM:
+            for i in range(n):
+                acc += as_float64(src[offset + i * step]) * shift
+        elif mode == SUM_SQUARES:
+            for i in range(n):
+                v = as_float64(src[offset + i * step])
+                acc += v * v
+        else:
+            for i in range(n):
+                acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)
     return acc
 
 
 @njit(fastmath=FASTMATH)
 def _float_columns(src, offset, width, kstep, mode, shifts, k0, acc):
-    """acc[w] += term of element w of one row of a tile."""
+    """acc[w] += the term of element w of one row of a tile (terms as in _float_run)."""
     if kstep == 1:
-        for w in range(width):
-            acc[w] += _float_term(src[offset + w], mode, shifts[k0 + w])
+        row = src[offset:offset + width]
+        shift = shifts[k0:k0 + width]
+        if mode == SUM:
+            for w in range(width):
+                acc[w] += as_float64(row[w]) * shift[w]
+        elif mode == SUM_SQUARES:
+            for w in range(width):
+                v = as_float64(row[w])
+                acc[w] += v * v
+        else:
+            for w in range(width):
+                acc[w] += exp_nonpositive(as_float64(row[w]) - shift[w])
     else:
         for w in range(width):
-            acc[w] += _float_term(src[offset + w * kstep], mode, shifts[k0 + w])
+            v = as_float64(src[offset + w * kstep])
+            if mode == SUM:
+                acc[w] += v * shifts[k0 + w]
+            elif mode == SUM_SQUARES:
+                acc[w] += v * v
+            else:
+                acc[w] += exp_nonpositive(v - shifts[k0 + w])
 
 
 @njit
@@ -300,47 +324,6 @@ def float_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, mod
                 out_comp[(k0 + w) * nchunks + c] = comps[w]
 
 
-@njit(fastmath=FASTMATH)
-def _max_run(src, offset, n, step, best, nans):
-    # lane-wise max plus a NaN count: vectorises, where a NaN-propagating compare chain does not
-    for i in range(n):
-        v = as_float64(src[offset + i * step])
-        best = v if v > best else best
-        nans += v != v
-    return best, nans
-
-
-@njit(fastmath=FASTMATH)
-def _max_columns(src, offset, width, kstep, best, nans):
-    for w in range(width):
-        v = as_float64(src[offset + w * kstep])
-        best[w] = v if v > best[w] else best[w]
-        nans[w] += v != v
-
-
-def float_max(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, out_max):
-    """Max per (output, chunk) as float64; NaN wins (the contract: any NaN gives NaN)."""
-    nr = np.prod(rshape)
-    run_length = rshape[-1]
-    step = rstrides[-1]
-    for task in prange(_n_tasks(kshape, tile, nchunks)):
-        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
-        origin = base + _offset_of(k0, kshape, kstrides)
-        best = np.full(width, -np.inf)
-        nans = np.zeros(width, dtype=np.int64)
-        while pos < end:
-            offset = origin + _offset_of(pos, rshape, rstrides)
-            n = min(run_length - pos % run_length, end - pos)
-            if tile == 1:
-                best[0], nans[0] = _max_run(src, offset, n, step, best[0], nans[0])
-            else:
-                for j in range(n):
-                    _max_columns(src, offset + j * step, width, kstrides[-1], best, nans)
-            pos += n
-        for w in range(width):
-            out_max[(k0 + w) * nchunks + c] = np.nan if nans[w] else best[w]
-
-
 # ---------------------------------------------------------------------------------------------
 # integer kernels
 # ---------------------------------------------------------------------------------------------
@@ -394,23 +377,100 @@ def int_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, squar
             out_high[(k0 + w) * nchunks + c] = high[w]
 
 
-def int_max(src, base, kshape, kstrides, rshape, rstrides, nchunks, out_max):
-    """Max per (output, chunk), widened to int64/uint64 (``out_max`` has that dtype). One output per
-    task (no tiles): integer log-sum-exp is rare enough to read columns one at a time."""
+def float_key(x):
+    """For float data read through a signed integer view of its bits: an int64 whose order is the
+    order of the float values (sign-magnitude turned into two's complement). Integer max vectorises;
+    a float max that keeps NaN does not (LLVM wants no-NaN flags for that), so float maxima are taken
+    on these keys and NaNs are counted on the side. Unsigned data never holds float bits; the overload
+    only keeps the untaken branch compilable."""
+
+
+@overload(float_key)
+def _float_key_impl(x):
+    if isinstance(x, types.Integer) and x.signed:
+        shift = x.bitwidth - 1
+        magnitude_mask = (1 << shift) - 1
+        return lambda x: np.int64(x) ^ ((np.int64(x) >> shift) & magnitude_mask)
+    if isinstance(x, types.Integer):
+        return lambda x: np.uint64(x)
+    return None
+
+
+def lowest_key(x):
+    """The smallest key of the widened type of x (a start for a max)."""
+
+
+@overload(lowest_key)
+def _lowest_key_impl(x):
+    if isinstance(x, types.Integer):
+        return (lambda x: np.int64(-(2**63))) if x.signed else (lambda x: np.uint64(0))
+    return None
+
+
+def magnitude_bits(x):
+    """The bits of x without the sign bit, for a signed integer view of float bits (0 if unsigned)."""
+
+
+@overload(magnitude_bits)
+def _magnitude_bits_impl(x):
+    if isinstance(x, types.Integer) and x.signed:
+        mask = (1 << (x.bitwidth - 1)) - 1
+        return lambda x: np.int64(x) & mask
+    if isinstance(x, types.Integer):
+        return lambda x: np.int64(0)
+    return None
+
+
+@njit(fastmath=FASTMATH)
+def _max_run(src, offset, n, step, float_bits, inf_bits, best, nans):
+    if float_bits:
+        for i in range(n):
+            x = src[offset + i * step]
+            best = max(best, float_key(x))
+            nans += np.int64(magnitude_bits(x) > inf_bits)
+    else:
+        for i in range(n):
+            best = max(best, as_wide(src[offset + i * step]))
+    return best, nans
+
+
+@njit(fastmath=FASTMATH)
+def _max_columns(src, offset, width, kstep, float_bits, inf_bits, best, nans):
+    if float_bits:
+        for w in range(width):
+            x = src[offset + w * kstep]
+            best[w] = max(best[w], float_key(x))
+            nans[w] += np.int64(magnitude_bits(x) > inf_bits)
+    else:
+        for w in range(width):
+            best[w] = max(best[w], as_wide(src[offset + w * kstep]))
+
+
+def max_keys(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, float_bits, inf_bits,
+             out_max, out_nans):
+    """Max per (output, chunk) and NaN count. Integer data: the widened max. Float data (float_bits):
+    ``src`` is a signed integer view of the bits, the max is a float_key, and magnitudes above
+    ``inf_bits`` (the bits of +inf) are NaNs. Tiles as in float_sums."""
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
-    for task in prange(_n_tasks(kshape, 1, nchunks)):
-        k, _, c, pos, end = _task(task, kshape, 1, nchunks, nr)
-        origin = base + _offset_of(k, kshape, kstrides)
-        best = as_wide(src[origin + _offset_of(pos, rshape, rstrides)])
+    for task in prange(_n_tasks(kshape, tile, nchunks)):
+        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        origin = base + _offset_of(k0, kshape, kstrides)
+        best = np.full(width, lowest_key(src[origin]))
+        nans = np.zeros(width, dtype=np.int64)
         while pos < end:
             offset = origin + _offset_of(pos, rshape, rstrides)
             n = min(run_length - pos % run_length, end - pos)
-            for i in range(n):
-                best = max(best, as_wide(src[offset + i * step]))
+            if tile == 1:
+                best[0], nans[0] = _max_run(src, offset, n, step, float_bits, inf_bits, best[0], nans[0])
+            else:
+                for j in range(n):
+                    _max_columns(src, offset + j * step, width, kstrides[-1], float_bits, inf_bits, best, nans)
             pos += n
-        out_max[k * nchunks + c] = best
+        for w in range(width):
+            out_max[(k0 + w) * nchunks + c] = best[w]
+            out_nans[(k0 + w) * nchunks + c] = nans[w]
 
 
 def int_sum_exp(src, base, kshape, kstrides, rshape, rstrides, nchunks, maxima, out_total):
@@ -439,7 +499,7 @@ def int_sum_exp(src, base, kshape, kstrides, rshape, rstrides, nchunks, maxima, 
 # _float_run carries FASTMATH.
 KERNELS = {
     fn.__name__: (njit(fn), njit(fn, parallel=True))
-    for fn in (float_sums, float_max, int_sums, int_max, int_sum_exp)
+    for fn in (float_sums, max_keys, int_sums, int_sum_exp)
 }
 
 
@@ -462,11 +522,7 @@ def finish_max(out_max, nchunks, result):
     for k in range(result.size):
         best = out_max[k * nchunks]
         for c in range(k * nchunks + 1, (k + 1) * nchunks):
-            v = out_max[c]
-            if v > best or v != v:
-                best = v
-            if best != best:
-                break
+            best = max(best, out_max[c])
         result[k] = best
 
 
