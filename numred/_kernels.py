@@ -125,23 +125,50 @@ def _bits_to_float64(typingctx, bits):
     return sig, codegen
 
 
+@intrinsic
+def _float64_to_bits(typingctx, value):
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+
+    return sig, codegen
+
+
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that k * _LN2_HI is exact for |k| < 2**20
 _LN2_LO = 1.90821492927058770002e-10
+_SHIFTER = 6755399441055744.0  # 1.5 * 2**52: t + _SHIFTER rounds t to an integer held in the low bits
+_EXP_TAYLOR = tuple(1.0 / math.factorial(i) for i in range(14))
+
+
+@njit  # no FASTMATH: reassociation would fold (t + _SHIFTER) - _SHIFTER into t
+def _round_to_integer(t):
+    """(round(t) as float64, and the float64 whose low bits hold round(t) as an integer): a float to
+    int conversion would be scalarised, this stays in vector registers."""
+    shifted = t + _SHIFTER
+    return shifted - _SHIFTER, _float64_to_bits(shifted)
 
 
 @njit(fastmath=FASTMATH)
 def exp_nonpositive(x):
-    """exp(x) for x <= 0 (after the max shift), within about 1 ulp, in a form LLVM vectorises:
-    Numba's math.exp is a scalar libm call (DESIGN.md). exp(x) = 2**k * exp(r), |r| <= ln(2)/2,
-    exp(r) by its Taylor series to degree 13 (truncation below 2**-53 on that interval)."""
-    clamped = max(x, -708.0)  # below this exp(x) < 2**-1021: it cannot move a sum that holds exp(0)
-    k = np.floor(clamped * _LOG2E + 0.5)
+    """exp(x) for x <= 0 (after the max shift), within 2 ulp, in a form LLVM vectorises: Numba's
+    math.exp is a scalar libm call (DESIGN.md). exp(x) = 2**k * exp(r), |r| <= ln(2)/2, exp(r) by its
+    Taylor series to degree 13 (truncation below 2**-55 there), evaluated by Estrin's scheme for
+    instruction-level parallelism."""
+    clamped = x if x > -708.0 else -708.0  # below, exp(x) < 2**-1021: it cannot move a sum holding exp(0)
+    k, k_bits = _round_to_integer(clamped * _LOG2E)
     r = (clamped - k * _LN2_HI) - k * _LN2_LO
-    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (1 / 720 + r * (
-        1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (1 / 3628800 + r * (1 / 39916800 + r * (
-            1 / 479001600 + r * (1 / 6227020800)))))))))))))
-    value = p * _bits_to_float64((np.int64(k) + 1023) << 52)
+    c = _EXP_TAYLOR
+    r2 = r * r
+    r4 = r2 * r2
+    q0 = (c[0] + c[1] * r) + (c[2] + c[3] * r) * r2
+    q1 = (c[4] + c[5] * r) + (c[6] + c[7] * r) * r2
+    q2 = (c[8] + c[9] * r) + (c[10] + c[11] * r) * r2
+    q3 = c[12] + c[13] * r
+    p = (q0 + q1 * r4) + (q2 + q3 * r4) * (r4 * r4)
+    # 2**k: the low bits of k_bits are k; shifting by 52 drops the shifter's own bits
+    value = p * _bits_to_float64((k_bits + 1023) << 52)
     return value if x >= -708.0 else 0.0
 
 
@@ -245,30 +272,38 @@ def _float_run(src, offset, n, step, mode, shift):
 
 
 @njit(fastmath=FASTMATH)
-def _float_columns(src, offset, width, kstep, mode, shifts, k0, acc):
-    """acc[w] += the term of element w of one row of a tile (terms as in _float_run)."""
-    if kstep == 1:
-        row = src[offset:offset + width]
-        shift = shifts[k0:k0 + width]
+def _float_columns(src, offset, step, nrows, width, mode, shifts, k0, acc):
+    """acc[w] += the terms (as in _float_run) of element w of ``nrows`` (1 or 4) rows of a tile.
+    Tiles exist only over contiguous kept elements, so a row is a contiguous run. Four rows per call
+    quarter the traffic to ``acc``."""
+    shift = shifts[k0:k0 + width]
+    r0 = src[offset:offset + width]
+    if nrows == 4:
+        r1 = src[offset + step:offset + step + width]
+        r2 = src[offset + 2 * step:offset + 2 * step + width]
+        r3 = src[offset + 3 * step:offset + 3 * step + width]
         if mode == SUM:
             for w in range(width):
-                acc[w] += as_float64(row[w]) * shift[w]
+                acc[w] += ((as_float64(r0[w]) + as_float64(r1[w])) + (as_float64(r2[w]) + as_float64(r3[w]))) * shift[w]
         elif mode == SUM_SQUARES:
             for w in range(width):
-                v = as_float64(row[w])
-                acc[w] += v * v
+                a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
+                acc[w] += (a * a + b * b) + (c * c + d * d)
         else:
             for w in range(width):
-                acc[w] += exp_nonpositive(as_float64(row[w]) - shift[w])
+                m = shift[w]
+                acc[w] += (exp_nonpositive(as_float64(r0[w]) - m) + exp_nonpositive(as_float64(r1[w]) - m)) + (
+                    exp_nonpositive(as_float64(r2[w]) - m) + exp_nonpositive(as_float64(r3[w]) - m))
+    elif mode == SUM:
+        for w in range(width):
+            acc[w] += as_float64(r0[w]) * shift[w]
+    elif mode == SUM_SQUARES:
+        for w in range(width):
+            v = as_float64(r0[w])
+            acc[w] += v * v
     else:
         for w in range(width):
-            v = as_float64(src[offset + w * kstep])
-            if mode == SUM:
-                acc[w] += v * shifts[k0 + w]
-            elif mode == SUM_SQUARES:
-                acc[w] += v * v
-            else:
-                acc[w] += exp_nonpositive(v - shifts[k0 + w])
+            acc[w] += exp_nonpositive(as_float64(r0[w]) - shift[w])
 
 
 @njit
@@ -311,10 +346,13 @@ def float_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, mod
             while pos < end:
                 offset = origin + _offset_of(pos, rshape, rstrides)
                 n = min(run_length - pos % run_length, end - pos)
-                for j in range(n):
-                    _float_columns(src, offset + j * step, width, kstrides[-1], mode, shifts, k0, acc)
-                    rows += 1
-                    if rows == block:
+                j = 0
+                while j < n:
+                    nrows = 4 if n - j >= 4 else 1
+                    _float_columns(src, offset + j * step, step, nrows, width, mode, shifts, k0, acc)
+                    j += nrows
+                    rows += nrows
+                    if rows >= block:
                         _fold(acc, totals, comps)
                         rows = 0
                 pos += n
@@ -435,15 +473,17 @@ def _max_run(src, offset, n, step, float_bits, inf_bits, best, nans):
 
 
 @njit(fastmath=FASTMATH)
-def _max_columns(src, offset, width, kstep, float_bits, inf_bits, best, nans):
-    if float_bits:
-        for w in range(width):
-            x = src[offset + w * kstep]
-            best[w] = max(best[w], float_key(x))
-            nans[w] += np.int64(magnitude_bits(x) > inf_bits)
-    else:
-        for w in range(width):
-            best[w] = max(best[w], as_wide(src[offset + w * kstep]))
+def _max_columns(src, offset, step, nrows, width, float_bits, inf_bits, best, nans):
+    """best[w], nans[w] updated with element w of ``nrows`` (1 or 4) contiguous rows of a tile."""
+    for r in range(nrows):
+        row = src[offset + r * step:offset + r * step + width]
+        if float_bits:
+            for w in range(width):
+                best[w] = max(best[w], float_key(row[w]))
+                nans[w] += np.int64(magnitude_bits(row[w]) > inf_bits)
+        else:
+            for w in range(width):
+                best[w] = max(best[w], as_wide(row[w]))
 
 
 def max_keys(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, float_bits, inf_bits,
@@ -465,8 +505,11 @@ def max_keys(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, float
             if tile == 1:
                 best[0], nans[0] = _max_run(src, offset, n, step, float_bits, inf_bits, best[0], nans[0])
             else:
-                for j in range(n):
-                    _max_columns(src, offset + j * step, width, kstrides[-1], float_bits, inf_bits, best, nans)
+                j = 0
+                while j < n:
+                    nrows = min(4, n - j)
+                    _max_columns(src, offset + j * step, step, nrows, width, float_bits, inf_bits, best, nans)
+                    j += nrows
             pos += n
         for w in range(width):
             out_max[(k0 + w) * nchunks + c] = best[w]

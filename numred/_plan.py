@@ -16,13 +16,15 @@ from numpy.lib.stride_tricks import as_strided
 
 # Below this many elements a parallel launch costs more than it saves (DESIGN.md: about 2 us).
 PARALLEL_MIN_ELEMENTS = 1 << 15
-# A reduced range is cut into chunks of at least this many elements when there are too few outputs
-# to keep the threads busy; the count depends on the shape only, never on the thread count.
-CHUNK_MIN_ELEMENTS = 1 << 15
-MAX_CHUNKS = 64
-FEW_OUTPUTS = 64
-# Outputs one task reduces together when the reduced axis is not the contiguous one (see Plan.tile).
-MAX_TILE = 256
+# When there are fewer than FEW_TASKS tiles of outputs, each tile's reduced range is cut into chunks
+# of at least CHUNK_MIN_ELEMENTS elements (at most MAX_CHUNKS) so that every thread has work. The
+# count depends on the shape only, never on the thread count, so results do not either.
+FEW_TASKS = 16
+CHUNK_MIN_ELEMENTS = 1 << 17
+MAX_CHUNKS = 16
+# Outputs one task reduces together when the reduced axis is not the contiguous one (see Plan.tile):
+# whole rows when they fit, so that memory is read in order.
+MAX_TILE = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -86,14 +88,15 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
     reduced_dims = _merge(reduced_dims) or [(1, 0)]
     n_kept = math.prod(n for n, _ in kept_dims)
     n_reduced = math.prod(n for n, _ in reduced_dims)
-    nchunks = 1
-    if n_kept < FEW_OUTPUTS:
-        nchunks = max(1, min(MAX_CHUNKS, n_reduced // CHUNK_MIN_ELEMENTS))
     # A leading reduced axis over contiguous kept elements (RK, KRK): walking one output's reduced
     # elements would stride through memory, so a task reads whole rows of a tile of outputs instead.
     tile = 1
     if kept_dims[-1][1] == 1 and reduced_dims[-1][1] != 1:
         tile = min(kept_dims[-1][0], MAX_TILE)
+    n_tiles = n_kept // kept_dims[-1][0] * -(-kept_dims[-1][0] // tile)
+    nchunks = 1
+    if n_tiles < FEW_TASKS:
+        nchunks = max(1, min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS, n_reduced))
     return Plan(
         src=src,
         base=base,
