@@ -31,8 +31,10 @@ def _kernel(name, plan):
 
 
 def _geometry(plan, src=None):
-    return (plan.src if src is None else src, plan.base, plan.kept_shape, plan.kept_strides,
-            plan.reduced_shape, plan.reduced_strides, plan.nchunks)
+    return (plan.src if src is None else src, plan.base, plan.dims, plan.kept_ndim, plan.nchunks)
+
+
+_NO_MAXIMA = np.zeros(0)  # the maxima argument of sums that are not of exp(x - max)
 
 
 def _tasks(plan):
@@ -56,13 +58,20 @@ def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return values.astype(dtype)
 
 
-def _float_sums(plan, mode, shifts):
+def _float_sums(plan, mode, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, result_dtype=np.float64):
+    """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``."""
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _kernel("float_sums", plan)(*_geometry(plan), plan.tile, mode, shifts, total, comp)
-    result = np.empty(plan.n_kept)
-    K.finish_float_sums(total, comp, plan.nchunks, result)
+    _kernel("float_sums", plan)(*_geometry(plan), plan.tile, mode, scale, maxima, total, comp)
+    result = np.empty(plan.n_kept, dtype=result_dtype)
+    K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
     return result
+
+
+def _direct_float(dtype):
+    """Float dtypes Numba writes itself (one rounding from float64); the others come back as
+    float64 for round_float64_to."""
+    return dtype if dtype in (np.float32, np.float64) else np.float64
 
 
 # float dtype -> (signed integer dtype viewing its bits, the bits of +inf)
@@ -110,15 +119,13 @@ def _wrap_to(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def mean(plan: Plan, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "f" or dtype == BFLOAT16:
-        ones = np.ones(plan.n_kept)
-        sums = _float_sums(plan, K.SUM, ones)
-        means = sums / plan.n_reduced
+        means = _float_sums(plan, K.SUM, divisor=plan.n_reduced, result_dtype=_direct_float(dtype))
         if dtype == np.float64:
             overflowed = ~np.isfinite(means)
             if overflowed.any():  # inf/NaN inputs or an overflowing sum of finite values
-                rescaled = _float_sums(plan, K.SUM, ones * _MEAN_RESCALE) / plan.n_reduced / _MEAN_RESCALE
+                rescaled = _float_sums(plan, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced) / _MEAN_RESCALE
                 means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
-        return round_float64_to(means, dtype)
+        return means if means.dtype == dtype else round_float64_to(means, dtype)
     low, high = _int_sums(plan, squares=False)
     result = np.empty(plan.n_kept, dtype=np.uint64)
     K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
@@ -127,7 +134,8 @@ def mean(plan: Plan, dtype: np.dtype) -> np.ndarray:
 
 def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "f" or dtype == BFLOAT16:
-        return round_float64_to(_float_sums(plan, K.SUM_SQUARES, np.ones(plan.n_kept)), dtype)
+        sums = _float_sums(plan, K.SUM_SQUARES, result_dtype=_direct_float(dtype))
+        return sums if sums.dtype == dtype else round_float64_to(sums, dtype)
     low, _ = _int_sums(plan, squares=True)
     result = np.empty(plan.n_kept, dtype=np.uint64)
     K.finish_int_squares(low, plan.nchunks, result)
@@ -137,7 +145,7 @@ def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
 def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "f" or dtype == BFLOAT16:
         maxima = _maxima(plan, dtype)
-        sums = _float_sums(plan, K.SUM_EXP, maxima)
+        sums = _float_sums(plan, K.SUM_EXP, maxima=maxima)
         with np.errstate(divide="ignore", invalid="ignore"):
             # a non-finite max (NaN, +inf, or -inf for an all -inf set) is the answer itself
             result = np.where(np.isfinite(maxima), maxima + np.log(sums), maxima)
@@ -148,7 +156,8 @@ def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
     _kernel("int_sum_exp", plan)(*_geometry(plan), maxima, totals)
     result = np.empty(plan.n_kept, dtype=wide)
     fits = np.empty(plan.n_kept, dtype=np.bool_)
-    K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, wide.type(np.iinfo(dtype).max), result, fits)
+    K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, wide.type(np.iinfo(dtype).max),
+                             result, fits)
     if not fits.all():
         raise ValueError(
             f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {np.iinfo(dtype).max}); "

@@ -61,13 +61,18 @@ def reduced_axes(axes, ndim: int) -> tuple[int, ...]:
     """The normalised, sorted axes named by ``axes``; () when none are named (None or empty)."""
     if axes is None:
         return ()
+    if type(axes) is int:  # the common case, without the general machinery
+        if -ndim <= axes < ndim:
+            return (axes % ndim,)
     if isinstance(axes, np.ndarray):
         if axes.ndim > 1:
             raise ValueError(f"axes must be a 1-D integer array, got an array of shape {axes.shape}")
         if axes.dtype.kind not in "iu":
             raise TypeError(f"axes must hold integers, got an array of dtype {axes.dtype}")
         values = [int(v) for v in axes.reshape(-1)]
-    elif isinstance(axes, Sequence) and not isinstance(axes, (str, bytes)):
+    elif isinstance(axes, (list, tuple, range)) or (
+        isinstance(axes, Sequence) and not isinstance(axes, (str, bytes))
+    ):
         values = [_axis_value(v) for v in axes]
     else:
         values = [_axis_value(axes)]

@@ -197,6 +197,14 @@ def _offset_of(index, shape, strides):
 
 
 @njit
+def _unpack(dims, kept_ndim):
+    """(kept shape, kept strides, reduced shape, reduced strides) from the plan's one dims array."""
+    reduced_ndim = (dims.size - 2 * kept_ndim) // 2
+    r0 = 2 * kept_ndim
+    return dims[:kept_ndim], dims[kept_ndim:r0], dims[r0:r0 + reduced_ndim], dims[r0 + reduced_ndim:]
+
+
+@njit
 def _n_tasks(kshape, tile, nchunks):
     rows = np.prod(kshape) // kshape[-1]
     return rows * ((kshape[-1] + tile - 1) // tile) * nchunks
@@ -272,11 +280,11 @@ def _float_run(src, offset, n, step, mode, shift):
 
 
 @njit(fastmath=FASTMATH)
-def _float_columns(src, offset, step, nrows, width, mode, shifts, k0, acc):
+def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
     """acc[w] += the terms (as in _float_run) of element w of ``nrows`` (1 or 4) rows of a tile.
     Tiles exist only over contiguous kept elements, so a row is a contiguous run. Four rows per call
     quarter the traffic to ``acc``."""
-    shift = shifts[k0:k0 + width]
+    shift = maxima[k0:k0 + width]  # used by SUM_EXP only
     r0 = src[offset:offset + width]
     if nrows == 4:
         r1 = src[offset + step:offset + step + width]
@@ -284,7 +292,7 @@ def _float_columns(src, offset, step, nrows, width, mode, shifts, k0, acc):
         r3 = src[offset + 3 * step:offset + 3 * step + width]
         if mode == SUM:
             for w in range(width):
-                acc[w] += ((as_float64(r0[w]) + as_float64(r1[w])) + (as_float64(r2[w]) + as_float64(r3[w]))) * shift[w]
+                acc[w] += ((as_float64(r0[w]) + as_float64(r1[w])) + (as_float64(r2[w]) + as_float64(r3[w]))) * scale
         elif mode == SUM_SQUARES:
             for w in range(width):
                 a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
@@ -296,7 +304,7 @@ def _float_columns(src, offset, step, nrows, width, mode, shifts, k0, acc):
                     exp_nonpositive(as_float64(r2[w]) - m) + exp_nonpositive(as_float64(r3[w]) - m))
     elif mode == SUM:
         for w in range(width):
-            acc[w] += as_float64(r0[w]) * shift[w]
+            acc[w] += as_float64(r0[w]) * scale
     elif mode == SUM_SQUARES:
         for w in range(width):
             v = as_float64(r0[w])
@@ -313,10 +321,11 @@ def _fold(acc, total, comp):
         acc[w] = 0.0
 
 
-def float_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, mode, shifts, out_total, out_comp):
-    """Compensated float64 sums per (output, chunk); ``shifts[k]`` is the scale (SUM) or the max
-    (SUM_EXP) of output k. With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
+def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, out_total, out_comp):
+    """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES) or
+    exp(x - maxima[k]) (SUM_EXP). With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
     outputs together (a leading reduced axis read row by row instead of column by column)."""
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
@@ -325,7 +334,7 @@ def float_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, mod
         k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
         origin = base + _offset_of(k0, kshape, kstrides)
         if tile == 1:
-            shift = shifts[k0]
+            shift = maxima[k0] if mode == SUM_EXP else scale
             total = 0.0
             comp = 0.0
             if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
@@ -349,7 +358,7 @@ def float_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, mod
                 j = 0
                 while j < n:
                     nrows = 4 if n - j >= 4 else 1
-                    _float_columns(src, offset + j * step, step, nrows, width, mode, shifts, k0, acc)
+                    _float_columns(src, offset + j * step, step, nrows, width, mode, scale, maxima, k0, acc)
                     j += nrows
                     rows += nrows
                     if rows >= block:
@@ -372,9 +381,10 @@ def _add128(low, high, x):
     return new_low, high + sign_word(x) + _U64(new_low < low)
 
 
-def int_sums(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, squares, out_low, out_high):
+def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_high):
     """squares=False: exact 128-bit two's-complement sum (low, high words);
     squares=True: sum of x*x modulo 2**64 (low word only). Tiles as in float_sums."""
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
@@ -486,11 +496,11 @@ def _max_columns(src, offset, step, nrows, width, float_bits, inf_bits, best, na
                 best[w] = max(best[w], as_wide(row[w]))
 
 
-def max_keys(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, float_bits, inf_bits,
-             out_max, out_nans):
+def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, out_max, out_nans):
     """Max per (output, chunk) and NaN count. Integer data: the widened max. Float data (float_bits):
     ``src`` is a signed integer view of the bits, the max is a float_key, and magnitudes above
     ``inf_bits`` (the bits of +inf) are NaNs. Tiles as in float_sums."""
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
@@ -516,9 +526,10 @@ def max_keys(src, base, kshape, kstrides, rshape, rstrides, nchunks, tile, float
             out_nans[(k0 + w) * nchunks + c] = nans[w]
 
 
-def int_sum_exp(src, base, kshape, kstrides, rshape, rstrides, nchunks, maxima, out_total):
+def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
     """Sum of exp(x - max) per (output, chunk), one output per task; x - max is taken exactly as a
     uint64 distance."""
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
@@ -550,14 +561,16 @@ KERNELS = {
 # combining partials (serial; work proportional to the output)
 # ---------------------------------------------------------------------------------------------
 @njit
-def finish_float_sums(out_total, out_comp, nchunks, result):
+def finish_float_sums(out_total, out_comp, nchunks, divisor, result):
+    """result[k] = (sum of the partials of output k) / divisor, rounded once to result's dtype
+    (float32 or float64; float16 and bfloat16 results come back as float64 for NumPy to round)."""
     for k in range(result.size):
         total = 0.0
         comp = 0.0
         for c in range(k * nchunks, (k + 1) * nchunks):
             total, comp = _neumaier(total, comp, out_total[c])
             comp += out_comp[c]
-        result[k] = _compensated_result(total, comp)
+        result[k] = _compensated_result(total, comp) / divisor
 
 
 @njit
@@ -617,9 +630,12 @@ def _cast_like_impl(template, x):
 
 
 @njit
-def finish_int_log_sum_exp(maxima, out_total, nchunks, type_max, result, fits):
+def finish_int_log_sum_exp(maxima, out_total, nchunks, count, type_max, result, fits):
     """trunc(max + log(sum)) exactly, in the widened type of ``maxima``; ``fits[k]`` is False where
-    the true result exceeds ``type_max`` (the largest value of the input dtype)."""
+    the true result exceeds ``type_max`` (the largest value of the input dtype). ``count`` is the
+    number of reduced elements: with more than one, the log is strictly positive and never an
+    integer (the sum is 1 + exp(-d) + ..., and e is transcendental), even where float64 rounds it to
+    an integer such as 0."""
     for k in range(result.size):
         total = 0.0
         for c in range(k * nchunks, (k + 1) * nchunks):
@@ -636,5 +652,5 @@ def finish_int_log_sum_exp(maxima, out_total, nchunks, type_max, result, fits):
             else:
                 result[k] = m + whole
         else:
-            # negative: truncation toward zero rounds a fractional tail up
-            result[k] = m + whole + cast_like(m, tail > math.floor(tail))
+            # negative with a fractional tail: truncation toward zero rounds up
+            result[k] = m + whole + cast_like(m, count > 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import functools
 import math
 
 import numpy as np
@@ -27,14 +28,15 @@ MAX_CHUNKS = 16
 MAX_TILE = 1 << 14
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Plan:
     src: np.ndarray  # 1-D contiguous read-only view over the memory the input spans
     base: int  # element offset in src of the input's first element (after reduced-axis flips)
-    kept_shape: np.ndarray  # int64, C order of the output
-    kept_strides: np.ndarray  # int64, in elements
-    reduced_shape: np.ndarray  # int64, innermost (smallest stride) last; at least one entry
-    reduced_strides: np.ndarray
+    # int64: kept shape, kept strides (C order of the output), reduced shape, reduced strides
+    # (innermost, smallest stride last), all in elements, at least one entry each; one array because
+    # every array argument costs Numba's dispatcher a type check
+    dims: np.ndarray
+    kept_ndim: int
     n_kept: int
     n_reduced: int
     nchunks: int  # pieces each output's reduced range is cut into
@@ -53,30 +55,22 @@ def _merge(dims):
     return merged
 
 
-def _spanning_view(x):
-    """(1-D contiguous view over all memory x touches, offset of x's first element in it, strides
-    in elements)."""
-    itemsize = x.itemsize
-    strides = [s // itemsize for s in x.strides]
-    if x.flags.c_contiguous:  # the common case, without as_strided's cost
-        return x.reshape(-1), 0, strides
-    first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, strides))]
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(x.shape, strides))
-    base = sum((n - 1) * -s for n, s in zip(x.shape, strides) if s < 0)
-    return as_strided(first, shape=(span,), strides=(itemsize,), writeable=False), base, strides
-
-
-def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
-    """``x`` is non-empty, in a carrier dtype, native byte order."""
-    if any(s % x.itemsize for s in x.strides):
-        # strides that are not whole elements (views into packed records): the only copy numred makes
-        x = np.ascontiguousarray(x)
-    src, base, strides = _spanning_view(x)
+@functools.lru_cache(maxsize=4096)
+def _layout(shape, strides, itemsize, reduced_axes):
+    """Everything about a plan but its data: a pure function of the geometry, cached because
+    calls on arrays of one shape repeat, and small calls are dominated by this Python work.
+    None when the strides are not whole elements."""
+    if any(s % itemsize for s in strides):
+        return None
+    strides = [s // itemsize for s in strides]
+    # the view's lowest address: the last element of every reversed axis
+    base = sum((n - 1) * -s for n, s in zip(shape, strides) if s < 0)
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides))
     reduced = set(reduced_axes)
-    kept_dims = [(x.shape[a], strides[a]) for a in range(x.ndim) if a not in reduced and x.shape[a] != 1]
+    kept_dims = [(shape[a], strides[a]) for a in range(len(shape)) if a not in reduced and shape[a] != 1]
     reduced_dims = []
     for a in sorted(reduced):
-        n, s = x.shape[a], strides[a]
+        n, s = shape[a], strides[a]
         if n == 1:
             continue
         if s < 0:  # walk a reversed axis forwards: same elements, and it may merge or be contiguous
@@ -97,16 +91,24 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
     nchunks = 1
     if n_tiles < FEW_TASKS:
         nchunks = max(1, min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS, n_reduced))
-    return Plan(
-        src=src,
-        base=base,
-        kept_shape=np.array([n for n, _ in kept_dims], dtype=np.int64),
-        kept_strides=np.array([s for _, s in kept_dims], dtype=np.int64),
-        reduced_shape=np.array([n for n, _ in reduced_dims], dtype=np.int64),
-        reduced_strides=np.array([s for _, s in reduced_dims], dtype=np.int64),
-        n_kept=n_kept,
-        n_reduced=n_reduced,
-        nchunks=nchunks,
-        tile=tile,
-        parallel=n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS,
-    )
+    nk, nr = len(kept_dims), len(reduced_dims)
+    dims = np.array([d[0] for d in kept_dims] + [d[1] for d in kept_dims]
+                    + [d[0] for d in reduced_dims] + [d[1] for d in reduced_dims], dtype=np.int64)
+    return (span, base, dims, nk,
+            n_kept, n_reduced, nchunks, tile, n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS)
+
+
+def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
+    """``x`` is non-empty, in a carrier dtype, native byte order."""
+    layout = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
+    if layout is None:
+        # strides that are not whole elements (views into packed records): the only copy numred makes
+        x = np.ascontiguousarray(x)
+        layout = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
+    span = layout[0]
+    if x.flags.c_contiguous:
+        src = x.reshape(-1)
+    else:  # a 1-D view from the lowest address the input touches over all the memory it spans
+        first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, x.strides))]
+        src = as_strided(first, shape=(span,), strides=(x.itemsize,), writeable=False)
+    return Plan(src, *layout[1:])

@@ -1,0 +1,39 @@
+"""Shared test configuration: the hypothesis profiles and the import path of tests/oracle.py.
+
+The default profile ("ci") is derandomized so that CI runs are reproducible. HYPOTHESIS_PROFILE=dev
+draws random examples (pass --hypothesis-seed=N to vary them) for local bug hunting; the property
+tests fix their own example counts with @settings.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from hypothesis import HealthCheck, settings
+
+# make `import oracle` work whatever the import mode
+sys.path.insert(0, os.path.dirname(__file__))
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,  # Numba compiles kernels on first call
+    max_examples=100,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+settings.register_profile(
+    "dev",
+    derandomize=False,
+    deadline=None,
+    max_examples=500,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config):
+    # onnx emits RuntimeWarnings when its backend test cases are generated; they are not ours
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"onnx\..*")

@@ -1,0 +1,509 @@
+"""An independent oracle for numred's three reductions.
+
+Nothing here calls numred. Values are computed with Python ints, ``fractions.Fraction`` and
+``math.fsum``/``math.exp``/``math.log``; NumPy is used only to move axes around and to convert
+between dtypes (conversions that are exact, see below).
+
+The oracle follows shared/SEMANTICS.md:
+
+* floats (float16, bfloat16, float32, float64):
+  - ReduceMean: the exact rational mean. numred accumulates in float64 and rounds once, so a result
+    is accepted when it is within 1 ulp (of the output dtype) of the exact value, plus the error
+    bound of *any* float64 summation order, gamma(n) * sum|x| (Higham, recursive summation).
+    Special values: any NaN -> NaN; +inf and -inf together -> NaN; else an inf gives that inf.
+  - ReduceSumSquare: the exact sum of x*x, same tolerance (relative to the exact sum); NaN -> NaN,
+    any inf -> +inf; a result beyond the dtype's range is inf.
+  - ReduceLogSumExp: m + log(fsum(exp(x - m))) with m the exact max, in float64 (far more precise
+    than the output ulp for the narrow types, and given an absolute tolerance of a few dozen float64
+    ulps for float64). Any NaN -> NaN; else any +inf -> +inf; all -inf -> -inf.
+  - Empty reduced set: mean NaN, LSE -inf, SumSquare 0.
+* integers (int32, int64, uint32, uint64):
+  - ReduceMean: exact Python-int sum divided by n, truncated toward zero.
+  - ReduceSumSquare: exact sum of squares modulo 2**bits, two's complement for signed types.
+  - ReduceLogSumExp: trunc(m + log(sum exp(x - m))) with m the exact max. When float64 cannot
+    decide the truncation (m + f within 1e-12 of an integer) both neighbours are accepted. A result
+    that does not fit the dtype must raise ValueError.
+  - Empty reduced set: mean and LSE raise ValueError, SumSquare gives 0.
+* noop_with_empty_axes=1 with no axes: mean/LSE give a copy, SumSquare gives x*x in the input dtype
+  (floats rounded once, integers wrapped).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
+INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
+ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square")
+
+# precision p (significand bits, implicit bit included), emin, emax
+_FORMATS = {
+    "float64": (53, -1022, 1023),
+    "float32": (24, -126, 127),
+    "float16": (11, -14, 15),
+    "bfloat16": (8, -126, 127),
+}
+
+_U64 = Fraction(1, 2**53)  # unit roundoff of float64
+_TINY64 = Fraction(1, 2**1074)  # smallest float64 subnormal
+
+
+def dtype_name(dtype) -> str:
+    return np.dtype(dtype).name
+
+
+def is_float_dtype(dtype) -> bool:
+    return dtype_name(dtype) in _FORMATS
+
+
+def float_format(dtype):
+    return _FORMATS[dtype_name(dtype)]
+
+
+def int_bits_signed(dtype):
+    d = np.dtype(dtype)
+    return d.itemsize * 8, d.kind == "i"
+
+
+def int_range(dtype):
+    bits, signed = int_bits_signed(dtype)
+    if signed:
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return 0, 2**bits - 1
+
+
+def native(dtype) -> np.dtype:
+    d = np.dtype(dtype)
+    return d.newbyteorder("=") if d.byteorder not in ("=", "|") else d
+
+
+# ----------------------------------------------------------------------------------------------
+# exact rounding of a Fraction to a binary floating-point format
+# ----------------------------------------------------------------------------------------------
+
+
+def _floor_log2(a: Fraction) -> int:
+    """floor(log2(a)) for a Fraction a > 0, exactly."""
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if a < Fraction(2) ** e:
+        e -= 1
+    assert Fraction(2) ** e <= a < Fraction(2) ** (e + 1)
+    return e
+
+
+def ulp(a: Fraction, dtype) -> Fraction:
+    """The spacing of the format of `dtype` in the binade of |a| (subnormal spacing near 0)."""
+    p, emin, _ = float_format(dtype)
+    a = abs(Fraction(a))
+    e = emin if a == 0 else max(_floor_log2(a), emin)
+    return Fraction(2) ** (e - p + 1)
+
+
+def max_finite(dtype) -> Fraction:
+    p, _, emax = float_format(dtype)
+    return (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
+
+
+def overflow_threshold(dtype) -> Fraction:
+    """Round-to-nearest gives inf at and beyond this magnitude."""
+    p, _, emax = float_format(dtype)
+    return (2 - Fraction(2) ** (-p)) * Fraction(2) ** emax
+
+
+def round_fraction(q, dtype) -> float:
+    """Round the rational q to the nearest value of `dtype` (ties to even, overflow to inf), once.
+
+    The result is returned as a Python float; every value of the four formats is a float64, so
+    converting it to the dtype afterwards is exact.
+    """
+    q = Fraction(q)
+    if q == 0:
+        return 0.0
+    sign = -1.0 if q < 0 else 1.0
+    a = abs(q)
+    if a >= overflow_threshold(dtype):
+        return sign * math.inf
+    quantum = ulp(a, dtype)
+    n = a / quantum
+    k = n.numerator // n.denominator
+    rem = n - k
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2 == 1):
+        k += 1
+    r = k * quantum
+    if r >= overflow_threshold(dtype):  # cannot happen after the check above, kept as a guard
+        return sign * math.inf
+    return sign * float(r)  # exact: r is representable in float64
+
+
+def gamma(n: int) -> Fraction:
+    """Higham's gamma_n = n u / (1 - n u) for float64: the bound of any n-term summation."""
+    nu = n * _U64
+    return nu / (1 - nu)
+
+
+# ----------------------------------------------------------------------------------------------
+# expected results
+# ----------------------------------------------------------------------------------------------
+
+
+class ExpectedError(Exception):
+    """The contract says the call must raise `exc_type`."""
+
+    def __init__(self, exc_type, why):
+        super().__init__(f"{exc_type.__name__}: {why}")
+        self.exc_type = exc_type
+        self.why = why
+
+
+@dataclass(frozen=True)
+class FloatCell:
+    kind: str  # "nan", "inf", "num"
+    sign: int = 1  # for "inf"
+    exact: Fraction | None = None  # for "num": the exact (or float64-precise) value
+    tol: Fraction = Fraction(0)  # accepted absolute distance from `exact`
+    rounded: float = math.nan  # `exact` correctly rounded to the dtype (may be +-inf)
+
+    def accepts(self, got: float, dtype) -> bool:
+        if self.kind == "nan":
+            return math.isnan(got)
+        if self.kind == "inf":
+            return got == self.sign * math.inf
+        if math.isnan(got):
+            return False
+        if got == self.rounded:
+            return True
+        if math.isinf(got):
+            # an overflow is acceptable only when the exact value is within tolerance of the
+            # rounding threshold
+            return (got > 0) == (self.exact > 0) and abs(self.exact) + self.tol >= overflow_threshold(dtype)
+        return abs(Fraction(got) - self.exact) <= self.tol
+
+    def describe(self) -> str:
+        if self.kind == "nan":
+            return "nan"
+        if self.kind == "inf":
+            return "+inf" if self.sign > 0 else "-inf"
+        return f"{self.rounded!r} (exact {float(self.exact)!r} +- {float(self.tol):.3g})"
+
+
+@dataclass(frozen=True)
+class IntCell:
+    candidates: frozenset  # accepted values (one unless float64 cannot decide a truncation)
+
+    def accepts(self, got: int, dtype) -> bool:
+        return int(got) in self.candidates
+
+    def describe(self) -> str:
+        c = sorted(self.candidates)
+        return repr(c[0]) if len(c) == 1 else f"one of {c}"
+
+
+@dataclass
+class Expected:
+    op: str
+    dtype: np.dtype
+    shape: tuple
+    cells: list = field(default_factory=list)  # C order
+    error_ok: type | None = None  # raising this is also acceptable (undecidable integer overflow)
+
+    def array(self) -> np.ndarray:
+        """The best single expected array (correctly rounded / first candidate)."""
+        if is_float_dtype(self.dtype):
+            vals = []
+            for c in self.cells:
+                if c.kind == "nan":
+                    vals.append(math.nan)
+                elif c.kind == "inf":
+                    vals.append(c.sign * math.inf)
+                else:
+                    vals.append(c.rounded)
+            return np.array(vals, dtype=np.float64).astype(self.dtype).reshape(self.shape)
+        vals = [min(c.candidates) for c in self.cells]
+        return np.array(vals, dtype=self.dtype).reshape(self.shape)
+
+
+def normalize_axes(axes, ndim: int, noop_with_empty_axes) -> tuple | None:
+    """Reduced axes (sorted, non-negative) for valid arguments, None when nothing is reduced."""
+    if axes is None:
+        lst = []
+    elif isinstance(axes, np.ndarray):
+        lst = [int(a) for a in axes.ravel().tolist()]
+    elif isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+        lst = [int(axes)]
+    else:
+        lst = [int(a) for a in axes]
+    if not lst:
+        return None if int(noop_with_empty_axes) else tuple(range(ndim))
+    norm = sorted(a + ndim if a < 0 else a for a in lst)
+    assert all(0 <= a < ndim for a in norm), (axes, ndim)
+    assert len(set(norm)) == len(norm), axes
+    return tuple(norm)
+
+
+def _float_values(x: np.ndarray) -> np.ndarray:
+    # float16/bfloat16/float32 -> float64 is exact, any byte order
+    return x.astype(np.float64)
+
+
+def _wrap(v: int, dtype) -> int:
+    bits, signed = int_bits_signed(dtype)
+    v %= 2**bits
+    if signed and v >= 2 ** (bits - 1):
+        v -= 2**bits
+    return v
+
+
+def _trunc_div(s: int, n: int) -> int:
+    q = abs(s) // n
+    return q if s >= 0 else -q
+
+
+def _trunc_fraction(q: Fraction) -> int:
+    return math.trunc(q)  # toward zero
+
+
+# ---- floats ----------------------------------------------------------------------------------
+
+
+def _num_cell(exact: Fraction, tol: Fraction, dtype) -> FloatCell:
+    return FloatCell("num", exact=exact, tol=tol, rounded=round_fraction(exact, dtype))
+
+
+def float_mean_cell(vals, dtype) -> FloatCell:
+    n = len(vals)
+    if any(math.isnan(v) for v in vals):
+        return FloatCell("nan")
+    pos = any(v == math.inf for v in vals)
+    neg = any(v == -math.inf for v in vals)
+    if pos and neg:
+        return FloatCell("nan")
+    if pos or neg:
+        return FloatCell("inf", sign=1 if pos else -1)
+    if n == 0:
+        return FloatCell("nan")
+    fr = [Fraction(v) for v in vals]
+    exact = sum(fr, Fraction(0)) / n
+    s_abs = sum((abs(f) for f in fr), Fraction(0))
+    tol = ulp(exact, dtype) + gamma(n + 2) * s_abs / n + (n + 2) * _TINY64
+    return _num_cell(exact, tol, dtype)
+
+
+def float_sum_square_cell(vals, dtype) -> FloatCell:
+    n = len(vals)
+    if any(math.isnan(v) for v in vals):
+        return FloatCell("nan")
+    if any(math.isinf(v) for v in vals):
+        return FloatCell("inf", sign=1)
+    if n == 0:
+        return FloatCell("num", exact=Fraction(0), tol=Fraction(0), rounded=0.0)
+    exact = sum((Fraction(v) ** 2 for v in vals), Fraction(0))
+    tol = ulp(exact, dtype) + gamma(n + 2) * exact + (n + 2) * _TINY64
+    return _num_cell(exact, tol, dtype)
+
+
+def lse_float64(vals) -> float:
+    """m + log(fsum(exp(x - m))) for finite max m, in float64 (the oracle's LSE value)."""
+    m = max(vals)
+    s = math.fsum(math.exp(v - m) for v in vals)
+    return m + math.log(s)
+
+
+def float_lse_cell(vals, dtype) -> FloatCell:
+    n = len(vals)
+    if any(math.isnan(v) for v in vals):
+        return FloatCell("nan")
+    if any(v == math.inf for v in vals):
+        return FloatCell("inf", sign=1)
+    if n == 0 or all(v == -math.inf for v in vals):
+        return FloatCell("inf", sign=-1)
+    r = lse_float64(vals)
+    exact = Fraction(r)
+    # oracle error (x - m, exp, fsum, log, final add) plus the implementation's float64 error:
+    # a few dozen float64 ulps absolute in the log part, and a couple of ulps of r.
+    tol = ulp(exact, dtype) + (2 * n + 64) * 2 * _U64 + 4 * ulp(exact, np.float64)
+    if n == 1:
+        tol = Fraction(0)  # LSE of one finite value is that value, exactly
+    return _num_cell(exact, tol, dtype)
+
+
+# ---- integers --------------------------------------------------------------------------------
+
+
+def int_mean_cell(vals, dtype) -> IntCell:
+    if not vals:
+        raise ExpectedError(ValueError, "integer ReduceMean of an empty set")
+    return IntCell(frozenset([_trunc_div(sum(vals), len(vals))]))
+
+
+def int_sum_square_cell(vals, dtype) -> IntCell:
+    return IntCell(frozenset([_wrap(sum(v * v for v in vals), dtype)]))
+
+
+def int_lse_candidates(vals) -> set:
+    """Accepted truncated LSE values of the Python ints `vals` (not range-checked)."""
+    n = len(vals)
+    m = max(vals)
+    if n == 1:
+        return {m}
+    s = math.fsum(math.exp(v - m) for v in vals)  # v - m: exact Python int <= 0
+    f = math.log(s)  # in [0, log n]
+    delta = Fraction(1e-12)
+    # with two or more terms the exact log is strictly positive even where float64 rounds it to 0
+    # (the sum is 1 + exp(-d) + ... > 1), so the lower end never sits on m itself
+    lo = Fraction(m) + max(Fraction(f) - delta, Fraction(1, 10**40))
+    hi = Fraction(m) + Fraction(f) + delta
+    return {_trunc_fraction(lo), _trunc_fraction(hi)}
+
+
+def int_lse_cell(vals, dtype):
+    if not vals:
+        raise ExpectedError(ValueError, "integer ReduceLogSumExp of an empty set")
+    cand = int_lse_candidates(vals)
+    lo, hi = int_range(dtype)
+    ok = {c for c in cand if lo <= c <= hi}
+    if not ok:
+        raise ExpectedError(ValueError, f"integer ReduceLogSumExp {sorted(cand)} does not fit {dtype}")
+    return IntCell(frozenset(ok)), len(ok) != len(cand)
+
+
+# ---- driver ----------------------------------------------------------------------------------
+
+
+def _noop_cells(op, x, dtype):
+    cells = []
+    if is_float_dtype(dtype):
+        for v in _float_values(x).ravel().tolist():
+            if math.isnan(v):
+                cells.append(FloatCell("nan"))
+            elif math.isinf(v):
+                sign = 1 if (op == "reduce_sum_square" or v > 0) else -1
+                cells.append(FloatCell("inf", sign=sign))
+            else:
+                e = Fraction(v) ** 2 if op == "reduce_sum_square" else Fraction(v)
+                cells.append(FloatCell("num", exact=e, tol=Fraction(0), rounded=round_fraction(e, dtype)))
+    else:
+        for v in x.ravel().tolist():
+            e = _wrap(v * v, dtype) if op == "reduce_sum_square" else v
+            cells.append(IntCell(frozenset([e])))
+    return cells
+
+
+def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expected:
+    """The contract's result for valid arguments; raises ExpectedError when the call must raise."""
+    assert op in OP_NAMES, op
+    x = np.asarray(x)
+    dtype = native(x.dtype)
+    assert dtype in ALL_DTYPES, dtype
+    red = normalize_axes(axes, x.ndim, noop_with_empty_axes)
+    if red is None:
+        return Expected(op, dtype, x.shape, _noop_cells(op, x, dtype))
+
+    kept = [a for a in range(x.ndim) if a not in red]
+    kshape = [x.shape[a] for a in kept]
+    n = math.prod(x.shape[a] for a in red)
+    k = math.prod(kshape)
+    out_shape = tuple(1 if a in red else x.shape[a] for a in range(x.ndim)) if int(keepdims) else tuple(kshape)
+    moved = np.transpose(x, kept + list(red)).reshape(k, n)
+    res = Expected(op, dtype, out_shape)
+    if is_float_dtype(dtype):
+        rows = _float_values(moved).tolist()
+        fn = {"reduce_mean": float_mean_cell, "reduce_sum_square": float_sum_square_cell,
+              "reduce_log_sum_exp": float_lse_cell}[op]
+        res.cells = [fn(r, dtype) for r in rows]
+    else:
+        rows = moved.tolist()  # Python ints
+        if op == "reduce_mean":
+            res.cells = [int_mean_cell(r, dtype) for r in rows]
+        elif op == "reduce_sum_square":
+            res.cells = [int_sum_square_cell(r, dtype) for r in rows]
+        else:
+            undecided = False
+            for r in rows:
+                cell, und = int_lse_cell(r, dtype)
+                res.cells.append(cell)
+                undecided |= und
+            if undecided:
+                res.error_ok = ValueError
+    # an empty kept set (k == 0) computes nothing and never raises (SEMANTICS: "empty kept set")
+    return res
+
+
+def mismatches(got, exp: Expected, limit: int = 8) -> list[str]:
+    """Human-readable list of the differences between `got` and the expected result."""
+    problems = []
+    if type(got) is not np.ndarray:
+        problems.append(f"type {type(got).__name__}, expected numpy.ndarray")
+        return problems
+    if got.dtype != exp.dtype or not got.dtype.isnative:
+        problems.append(f"dtype {got.dtype.str} ({got.dtype}), expected native {exp.dtype}")
+        return problems
+    if got.shape != exp.shape:
+        problems.append(f"shape {got.shape}, expected {exp.shape}")
+        return problems
+    if is_float_dtype(exp.dtype):
+        vals = got.astype(np.float64).ravel().tolist()
+    else:
+        vals = got.ravel().tolist()
+    bad = 0
+    for i, (v, c) in enumerate(zip(vals, exp.cells)):
+        if not c.accepts(v, exp.dtype):
+            bad += 1
+            if len(problems) < limit:
+                idx = np.unravel_index(i, exp.shape) if exp.shape else ()
+                problems.append(f"at {tuple(int(j) for j in idx)}: got {v!r}, expected {c.describe()}")
+    if bad > limit:
+        problems.append(f"... {bad} mismatching elements in total of {len(vals)}")
+    return problems
+
+
+def assert_matches(got, exp: Expected, context: str = "") -> None:
+    problems = mismatches(got, exp)
+    assert not problems, f"{exp.op} {context}\n" + "\n".join(problems)
+
+
+# ----------------------------------------------------------------------------------------------
+# vectorised comparison for large arrays (expected values given in float64)
+# ----------------------------------------------------------------------------------------------
+
+
+def ulp_array(e64: np.ndarray, dtype) -> np.ndarray:
+    """Elementwise spacing of `dtype` in the binade of each finite float64 value of e64."""
+    p, emin, _ = float_format(dtype)
+    a = np.abs(e64)
+    _, ex = np.frexp(a)  # a = m * 2**ex, m in [0.5, 1)
+    e = np.where(a == 0, emin, np.maximum(ex - 1, emin))
+    return np.ldexp(1.0, (e - p + 1).astype(np.int64))
+
+
+def assert_float_close(got: np.ndarray, e64: np.ndarray, dtype, *, ulps: float = 1.0,
+                       abs_tol=0.0, context: str = "") -> None:
+    """got (of `dtype`) is within `ulps` ulps of dtype plus abs_tol of the float64 values e64.
+
+    NaN must match NaN, infinities must match exactly; a finite e64 whose magnitude is (within the
+    tolerance) beyond the dtype's range must give the infinity of its sign.
+    """
+    assert type(got) is np.ndarray
+    assert got.dtype == native(dtype) and got.dtype.isnative, (got.dtype, dtype)
+    assert got.shape == e64.shape, (got.shape, e64.shape)
+    g = got.astype(np.float64)
+    e = np.asarray(e64, dtype=np.float64)
+    tol = ulps * ulp_array(np.where(np.isfinite(e), e, 0.0), dtype) + abs_tol
+    thr = float(overflow_threshold(dtype))
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok_nan = np.isnan(g) & np.isnan(e)
+        ok_inf = np.isinf(e) & (g == e)
+        fin = np.isfinite(e)
+        ok_num = fin & np.isfinite(g) & (np.abs(g - e) <= tol * (1 + 1e-12))
+        ok_ovf = fin & np.isinf(g) & (np.sign(g) == np.sign(e)) & (np.abs(e) + tol >= thr)
+    ok = ok_nan | ok_inf | ok_num | ok_ovf
+    if not ok.all():
+        bad = np.argwhere(~ok)[:8]
+        lines = [f"at {tuple(int(i) for i in b)}: got {g[tuple(b)]!r}, expected {e[tuple(b)]!r} +- {tol[tuple(b)]!r}"
+                 for b in bad]
+        raise AssertionError(f"{context}: {int((~ok).sum())} of {ok.size} elements differ\n" + "\n".join(lines))

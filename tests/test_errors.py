@@ -1,0 +1,208 @@
+"""Every error row of shared/SEMANTICS.md: the exception type, a message that names the problem, and
+the input left untouched."""
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numred
+from numred._registry import OPS
+
+OP_NAMES = [op.name for op in OPS]
+SUPPORTED = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint64")
+
+
+@pytest.fixture(params=OP_NAMES)
+def func(request):
+    return getattr(numred, request.param)
+
+
+def _snapshot(a):
+    a = np.asarray(a)
+    return a.dtype, a.shape, a.tobytes()
+
+
+def check_raises(func, data, exc, match, *args, **kwargs):
+    """func(data, ...) raises exc with a message matching `match`; data is not modified."""
+    before = _snapshot(data) if isinstance(data, np.ndarray) else None
+    with pytest.raises(exc, match=match) as info:
+        func(data, *args, **kwargs)
+    if before is not None:
+        assert _snapshot(data) == before, "the input was modified"
+    return info
+
+
+def test_registry_lists_the_three_ops():
+    assert sorted(OP_NAMES) == ["reduce_log_sum_exp", "reduce_mean", "reduce_sum_square"]
+    assert sorted(op.onnx_name for op in OPS) == ["ReduceLogSumExp", "ReduceMean", "ReduceSumSquare"]
+
+
+# ---- dtypes ----------------------------------------------------------------------------------
+
+UNSUPPORTED = {
+    "bool": np.array([True, False, True]),
+    "int8": np.array([1, 2, 3], dtype=np.int8),
+    "int16": np.array([1, 2, 3], dtype=np.int16),
+    "uint8": np.array([1, 2, 3], dtype=np.uint8),
+    "uint16": np.array([1, 2, 3], dtype=np.uint16),
+    "complex64": np.array([1, 2, 3], dtype=np.complex64),
+    "complex128": np.array([1, 2, 3], dtype=np.complex128),
+    "object": np.array([1, 2, 3], dtype=object),
+    "str": np.array(["1", "2", "3"]),
+    "bytes": np.array([b"1", b"2"]),
+    "datetime64": np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[D]"),
+    "timedelta64": np.array([1, 2], dtype="timedelta64[s]"),
+    "float8_e4m3fn": np.array([1, 2, 3], dtype=ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.array([1, 2, 3], dtype=ml_dtypes.float8_e5m2),
+    "int4": np.array([1, 2, 3], dtype=ml_dtypes.int4),
+    "structured": np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]),
+    "longdouble": np.array([1, 2, 3], dtype=np.longdouble),
+}
+
+
+def _dtype_pattern(a):
+    d = a.dtype
+    names = {str(d), d.name, repr(d), d.str}
+    if d.kind == "U":
+        names |= {"str", "unicode"}
+    if d.kind == "S":
+        names |= {"bytes"}
+    if d.kind == "V":
+        names |= {"structured", "void"}
+    return "|".join(sorted((re.escape(n) for n in names), key=len, reverse=True))
+
+
+@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
+def test_unsupported_dtype_raises_type_error_naming_it(func, name):
+    data = UNSUPPORTED[name]
+    if name == "longdouble" and np.dtype(np.longdouble) == np.dtype(np.float64):
+        pytest.skip("longdouble is float64 on this platform")
+    info = check_raises(func, data, TypeError, _dtype_pattern(data))
+    msg = str(info.value)
+    missing = [s for s in SUPPORTED if s not in msg]
+    assert not missing, f"the message does not list the supported dtypes {missing}: {msg!r}"
+
+
+@pytest.mark.parametrize("name", ["bool", "int8", "complex128"])
+def test_unsupported_dtype_raises_for_every_argument_form(func, name):
+    # the dtype check does not depend on axes / keepdims / noop or on the data being a view
+    data = np.stack([UNSUPPORTED[name]] * 2)
+    for axes, kd, noop in [(None, 1, 0), ([1], 0, 0), ([], 1, 1), (None, 0, 1)]:
+        check_raises(func, data[:, ::-1], TypeError, _dtype_pattern(data), axes, kd, noop)
+
+
+def test_python_bool_list_is_unsupported(func):
+    check_raises(func, [True, False], TypeError, "bool")
+
+
+# ---- axes ------------------------------------------------------------------------------------
+
+AXIS_MSG = r"(?i)ax[ie]s|out of (range|bounds)|dimension"
+
+
+@pytest.mark.parametrize("axes", [3, -4, [0, 3], (5,), [-4], np.array([3]), np.array([0, -4], dtype=np.int32)],
+                         ids=repr)
+def test_axes_out_of_range_raise_axis_error(func, axes):
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    info = check_raises(func, data, np.exceptions.AxisError, AXIS_MSG, axes)
+    assert isinstance(info.value, ValueError)  # the contract: AxisError is a ValueError
+
+
+@pytest.mark.parametrize("noop", [0, 1])
+def test_axes_out_of_range_raise_with_noop_too(func, noop):
+    data = np.ones((2, 2), dtype=np.int64)
+    check_raises(func, data, np.exceptions.AxisError, AXIS_MSG, [2], 1, noop)
+
+
+@pytest.mark.parametrize("axes", [[0], 0, -1, [-1], np.array([0])], ids=repr)
+def test_rank0_data_with_an_axis_raises_axis_error(func, axes):
+    data = np.array(3.0, dtype=np.float64)
+    check_raises(func, data, np.exceptions.AxisError, AXIS_MSG, axes)
+
+
+DUP_MSG = r"(?i)duplicat|repeat|more than once|twice|unique"
+
+
+@pytest.mark.parametrize("axes", [[1, 1], [1, -2], (0, 0), [2, 0, -1], np.array([2, -1]),
+                                  np.array([0, 0], dtype=np.int32)], ids=repr)
+def test_duplicate_axes_raise_value_error(func, axes):
+    data = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    check_raises(func, data, ValueError, DUP_MSG, axes)
+
+
+NONINT_MSG = r"(?i)ax[ie]s|integer|int\b"
+
+
+@pytest.mark.parametrize(
+    "axes",
+    [1.0, True, False, "1", [0, 1.5], [1.0], [True], [0, "1"], (np.float64(1),), np.array([1.0]),
+     np.array([True]), np.array(["1"])],
+    ids=repr,
+)
+def test_non_integer_axes_raise_type_error(func, axes):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check_raises(func, data, TypeError, NONINT_MSG, axes)
+
+
+@pytest.mark.parametrize("axes", [np.array([[0, 1]]), np.array([[0], [1]]), np.zeros((1, 1, 1), dtype=np.int64)],
+                         ids=lambda a: f"shape{a.shape}")
+def test_axes_ndarray_of_rank_above_one_raises_value_error(func, axes):
+    data = np.arange(6, dtype=np.float64).reshape(2, 3)
+    check_raises(func, data, ValueError, r"(?i)ax[ie]s|1-?d|rank|dimension", axes)
+
+
+# ---- keepdims / noop_with_empty_axes ----------------------------------------------------------
+
+BAD_FLAGS = [2, -1, 0.5, 1.0, "1", "True", None, np.int64(2), np.float64(0.0), [1]]
+
+
+@pytest.mark.parametrize("value", BAD_FLAGS, ids=repr)
+def test_bad_keepdims_raises_value_error(func, value):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check_raises(func, data, ValueError, r"keepdims", [1], keepdims=value)
+
+
+@pytest.mark.parametrize("value", BAD_FLAGS, ids=repr)
+def test_bad_noop_with_empty_axes_raises_value_error(func, value):
+    data = np.arange(6, dtype=np.int64).reshape(2, 3)
+    check_raises(func, data, ValueError, r"noop_with_empty_axes", None, noop_with_empty_axes=value)
+
+
+# ---- empty reduced sets and overflow for integers ----------------------------------------------
+
+INT_DTYPES = [np.int32, np.int64, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("opname", ["reduce_mean", "reduce_log_sum_exp"])
+@pytest.mark.parametrize(
+    "shape,axes",
+    [((0,), None), ((2, 0), [1]), ((0, 3), [0]), ((0,), []), ((3, 0, 2), [1, 2]), ((4, 0), None)],
+    ids=["0-all", "2x0-ax1", "0x3-ax0", "0-emptyaxes", "3x0x2-ax12", "4x0-all"],
+)
+def test_integer_empty_reduced_set_raises_value_error(opname, dtype, shape, axes):
+    data = np.zeros(shape, dtype=dtype)
+    check_raises(getattr(numred, opname), data, ValueError, r"(?i)empty", axes)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.array([np.iinfo(np.int64).max] * 3, dtype=np.int64),
+        np.array([np.iinfo(np.uint64).max] * 3, dtype=np.uint64),
+        np.array([np.iinfo(np.int32).max] * 3, dtype=np.int32),
+        np.array([np.iinfo(np.uint32).max] * 3, dtype=np.uint32),
+        np.array([[0, 0, 0], [np.iinfo(np.int64).max] * 3], dtype=np.int64),
+        np.array([np.iinfo(np.int32).max] * 2 + [np.iinfo(np.int32).max - 1] * 2, dtype=np.int32),
+    ],
+    ids=["int64-3xMAX", "uint64-3xMAX", "int32-3xMAX", "uint32-3xMAX", "int64-one-row-overflows", "int32-2xMAX-2xMAX-1"],
+)
+def test_integer_lse_overflow_raises_value_error(data):
+    # e.g. 3 x INT64_MAX: INT64_MAX + log(3) = INT64_MAX + 1.0986, truncated INT64_MAX + 1: does not fit;
+    # 2 x MAX + 2 x (MAX-1): MAX + log(2 + 2/e) = MAX + 1.07
+    axes = [-1]
+    check_raises(numred.reduce_log_sum_exp, data, ValueError, r"(?i)overflow|fit|range|represent|large",
+                 axes)

@@ -1,0 +1,49 @@
+"""Cases found while building the kernels, each checked against an exact argument written here."""
+import math
+
+import numpy as np
+import pytest
+
+import numred
+from oracle import assert_matches, expected
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_int_log_sum_exp_tiny_positive_tail_truncates_toward_zero(dtype):
+    # -5 + log(1 + e**-1000) lies strictly between -5 and -4 although float64 rounds the log to 0:
+    # truncation toward zero gives -4
+    out = numred.reduce_log_sum_exp(np.array([-5, -1005], dtype), keepdims=0)
+    assert out.dtype == dtype and int(out) == -4
+
+
+def test_int_log_sum_exp_single_element_is_the_element():
+    assert int(numred.reduce_log_sum_exp(np.array([-5], np.int64), keepdims=0)) == -5
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64])
+def test_leading_axis_maxima_are_per_column(dtype):
+    # Reducing a leading axis reads rows of neighbouring outputs together; every column must start
+    # its max on its own data, not on the first column's (a wrong shift shows in integer results).
+    x = np.array([[100, 0, 0, 7], [0, 1, 2, 7], [3, 0, 50, 7]], dtype)
+    out = numred.reduce_log_sum_exp(x, 0, 0)
+    for j in range(x.shape[1]):
+        column = [int(v) for v in x[:, j]]
+        m = max(column)
+        exact = m + math.log(math.fsum(math.exp(v - m) for v in column))
+        if np.dtype(dtype).kind in "iu":
+            assert int(out[j]) == math.trunc(exact)
+        else:
+            assert out[j] == pytest.approx(exact, rel=1e-6)
+
+
+@pytest.mark.parametrize("shape,axes", [((5, 300), 0), ((300, 5), 0), ((7, 9, 11), (0, 2)), ((2, 5000), 0)])
+@pytest.mark.parametrize("dtype", [np.int32, np.uint64, np.float16, np.float64])
+def test_leading_axis_all_ops_match_oracle(shape, axes, dtype):
+    rng = np.random.default_rng(7)
+    info_max = 1000 if np.dtype(dtype).kind == "f" else np.iinfo(dtype).max // 4
+    low = 0 if np.dtype(dtype).kind == "u" else -info_max
+    x = rng.integers(low, info_max, size=shape).astype(dtype)
+    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square"):
+        if np.dtype(dtype).kind == "f" and op != "reduce_log_sum_exp":
+            x = (x / 64).astype(dtype)  # keep float16 sums of squares finite
+        assert_matches(getattr(numred, op)(x, axes), expected(op, x, axes))

@@ -1,0 +1,239 @@
+"""Large inputs that take numred's parallel paths (KR, RK, R, KRK, RKR patterns), checked against
+float64/int64 NumPy oracles whose exactness is argued next to each one (never numred's code), and
+the thread-count rules of shared/SEMANTICS.md.
+
+Data families:
+* "grid" floats: k / 8 (float32, float16) or k / 4 (bfloat16) for small integers k. Every value,
+  square and partial sum of at most 2**53 / 8 is an exact float64, so np.sum in float64 gives the exact
+  sum in any order; the mean is that exact sum divided by n, rounded once in float64 (then compared
+  within 1 ulp of the output dtype).
+* "normal" float32: standard normal values; the float64 oracle is accurate to ~1e-15 relative to
+  sum|x|, far below a float32 ulp of the result; the accepted error adds the bound of any float64
+  summation order, n * 2**-53 * sum|x|.
+* integers: int32 values of any size (sums of 3e6 of them stay below 2**63 in int64) and int64 values
+  below 2**40 in magnitude (sums of 2.1e7 stay below 2**63): int64 sums are exact. Squares are summed
+  modulo 2**64 in uint64 (wrapping is well-defined there) and reduced modulo 2**bits.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import pytest
+
+import numred
+import oracle
+from oracle import BFLOAT16
+
+pytestmark = pytest.mark.slow
+
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square")
+U = 2.0**-53
+
+
+def _make(kind, shape, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "float32-grid":
+        return (rng.integers(-1000, 1001, shape, dtype=np.int32).astype(np.float32) / np.float32(8))
+    if kind == "float32-normal":
+        return rng.standard_normal(shape, dtype=np.float32)
+    if kind == "float16-grid":
+        return (rng.integers(-64, 65, shape, dtype=np.int32).astype(np.float32) / 8).astype(np.float16)
+    if kind == "bfloat16-grid":
+        return (rng.integers(-128, 128, shape, dtype=np.int32).astype(np.float32) / 4).astype(BFLOAT16)
+    if kind == "int32":
+        return rng.integers(np.iinfo(np.int32).min, np.iinfo(np.int32).max, shape, dtype=np.int32, endpoint=True)
+    if kind == "int32-small":
+        return rng.integers(-20, 6, shape, dtype=np.int32)
+    if kind == "int64":
+        return rng.integers(-(2**40), 2**40, shape, dtype=np.int64)
+    raise AssertionError(kind)
+
+
+def _norm_axes(axes, ndim):
+    return tuple(range(ndim)) if axes is None else tuple(a % ndim for a in axes)
+
+
+def _float_expected(opname, x, axes, exact_sums: bool):
+    """(expected float64 values with keepdims=1, extra absolute tolerance)."""
+    t = _norm_axes(axes, x.ndim)
+    n = math.prod(x.shape[a] for a in t)
+    x64 = x.astype(np.float64)
+    if opname == "reduce_mean":
+        e = np.sum(x64, axis=t, keepdims=True) / n
+        s_abs = np.sum(np.abs(x64), axis=t, keepdims=True) / n
+        tol = 0.0 if exact_sums else (2 * n + 64) * U * s_abs
+        return e, tol
+    if opname == "reduce_sum_square":
+        e = np.sum(x64 * x64, axis=t, keepdims=True)
+        tol = 0.0 if exact_sums else (2 * n + 64) * U * e
+        return e, tol
+    m = np.max(x64, axis=t, keepdims=True)
+    s = np.sum(np.exp(x64 - m), axis=t, keepdims=True)
+    e = m + np.log(s)
+    # oracle and implementation: exp/log ulps and summation error of n terms, in the log part
+    tol = (2 * n + 128) * U + 4 * np.spacing(np.abs(e))
+    return e, tol
+
+
+def _int_expected(opname, x, axes):
+    """(lo, hi) int arrays (keepdims=1): the accepted range of results; equal unless undecidable.
+
+    Raises ExpectedError for the contract's errors."""
+    t = _norm_axes(axes, x.ndim)
+    n = math.prod(x.shape[a] for a in t)
+    dtype = x.dtype
+    bits = dtype.itemsize * 8
+    if opname == "reduce_mean":
+        s = np.sum(x.astype(np.int64), axis=t, keepdims=True)  # exact, see the module docstring
+        q = np.where(s >= 0, s // n, -((-s) // n))  # truncation toward zero
+        return q, q
+    if opname == "reduce_sum_square":
+        u = x.astype(np.int64).view(np.uint64)
+        with np.errstate(over="ignore"):
+            s = np.sum(u * u, axis=t, keepdims=True, dtype=np.uint64)  # modulo 2**64
+        s = s % np.uint64(2**bits) if bits < 64 else s
+        s = s.astype(np.uint64).view(np.int64) if bits == 64 else s.astype(np.int64)
+        if bits < 64:
+            s = np.where(s >= 2 ** (bits - 1), s - 2**bits, s)
+        return s, s
+    m = np.max(x, axis=t, keepdims=True).astype(np.int64)
+    d = (x.astype(np.int64) - m).astype(np.float64)  # exact: |d| < 2**42
+    f = np.log(np.sum(np.exp(d), axis=t, keepdims=True))
+    # trunc(m + f) with f >= 0, f known to ~1e-13: m + floor(f) if m + f >= 0, else m + ceil(f)
+    delta = 1e-9
+    lo_f = np.maximum(f - delta, 0.0)
+    hi_f = f + delta
+
+    def trunc(ff):
+        up = m + np.floor(ff).astype(np.int64)
+        down = m + np.ceil(ff).astype(np.int64)
+        return np.where(m + ff >= 0, up, down)
+
+    return trunc(lo_f), trunc(hi_f)
+
+
+CASES = [
+    # (kind, shape)
+    ("float32-grid", (300, 70000)),
+    ("float32-grid", (2, 3_000_000)),
+    ("float32-grid", (1_500_000, 3)),
+    ("float32-normal", (300, 70000)),
+    ("float32-normal", (2, 3_000_000)),
+    ("float16-grid", (300, 70000)),
+    ("float16-grid", (2, 3_000_000)),
+    ("bfloat16-grid", (300, 70000)),
+    ("bfloat16-grid", (2, 3_000_000)),
+    ("int32", (300, 70000)),
+    ("int32", (2, 3_000_000)),
+    ("int32-small", (300, 70000)),
+    ("int32-small", (1_500_000, 3)),
+    ("int64", (300, 70000)),
+    ("int64", (2, 3_000_000)),
+    ("float32-grid", (40, 5000, 30)),
+    ("int64", (40, 5000, 30)),
+]
+
+
+def _axes_for(ndim):
+    if ndim == 2:
+        return [[0], [1], None]
+    return [[1], [0, 2], [0, 1], None]
+
+
+@pytest.mark.parametrize("kind,shape", CASES, ids=[f"{k}-{'x'.join(map(str, s))}" for k, s in CASES])
+def test_large_reduction_matches_oracle(kind, shape):
+    x = _make(kind, shape, seed=sum(shape) + len(kind))
+    before = x.copy()
+    for opname in OP_NAMES:
+        func = getattr(numred, opname)
+        for axes in _axes_for(x.ndim):
+            ctx = f"{opname} {kind} {shape} axes={axes}"
+            if x.dtype.kind == "f" or x.dtype == BFLOAT16:
+                e, tol = _float_expected(opname, x, axes, exact_sums=kind.endswith("grid"))
+                got = func(x, axes, keepdims=1)
+                oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=ctx)
+            else:
+                lo, hi = _int_expected(opname, x, axes)
+                info = np.iinfo(x.dtype)
+                if (hi > info.max).any():
+                    with pytest.raises(ValueError):
+                        func(x, axes, keepdims=1)
+                    continue
+                got = func(x, axes, keepdims=1)
+                assert type(got) is np.ndarray and got.dtype == x.dtype, ctx
+                assert got.shape == lo.shape, ctx
+                g = got.astype(np.int64)
+                ok = (g == lo) | (g == hi)
+                assert ok.all(), f"{ctx}: {int((~ok).sum())} differ; first at {np.argwhere(~ok)[:3].tolist()}: " \
+                                 f"got {g[~ok][:3].tolist()}, expected {lo[~ok][:3].tolist()}"
+            assert not np.shares_memory(got, x)
+    assert x.tobytes() == before.tobytes(), "the input was modified"
+
+
+def test_large_views_match_contiguous_oracle():
+    # strided / transposed / reversed views of a large array take the same paths as their copies
+    x = _make("float32-grid", (600, 20000), seed=9)
+    views = {
+        "transposed": x.T,
+        "reversed": x[::-1, ::-1],
+        "step": x[::2, ::3],
+        "fortran": np.asfortranarray(x[:300]),
+    }
+    for name, v in views.items():
+        for opname in OP_NAMES:
+            for axes in ([0], [1], None):
+                e, tol = _float_expected(opname, v, axes, exact_sums=True)
+                got = getattr(numred, opname)(v, axes, keepdims=1)
+                oracle.assert_float_close(got, e, np.float32, ulps=1, abs_tol=tol, context=f"{opname} {name} {axes}")
+
+
+# ---- threads ---------------------------------------------------------------------------------------
+
+
+def _with_threads(n, fn, *args, **kw):
+    old = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        return fn(*args, **kw)
+    finally:
+        numba.set_num_threads(old)
+
+
+needs_two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs >= 2 Numba threads")
+
+
+@needs_two_threads
+@pytest.mark.parametrize("kind", ["int32", "int64", "int32-small"])
+@pytest.mark.parametrize("opname", OP_NAMES)
+def test_integer_results_do_not_depend_on_thread_count(opname, kind):
+    x = _make(kind, (4, 1_000_000), seed=21)
+    func = getattr(numred, opname)
+    for axes in ([1], None, [0]):
+        try:
+            one = _with_threads(1, func, x, axes)
+        except ValueError:  # integer LSE overflow: then it must raise for 2 threads too
+            with pytest.raises(ValueError):
+                _with_threads(2, func, x, axes)
+            continue
+        two = _with_threads(2, func, x, axes)
+        assert one.dtype == two.dtype and one.tobytes() == two.tobytes(), (opname, kind, axes)
+
+
+@needs_two_threads
+@pytest.mark.parametrize("kind", ["float32-normal", "float16-grid", "bfloat16-grid"])
+@pytest.mark.parametrize("opname", OP_NAMES)
+def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opname, kind):
+    x = _make(kind, (3, 2_000_000), seed=22)
+    func = getattr(numred, opname)
+    for axes in ([1], None):
+        a = _with_threads(2, func, x, axes)
+        b = _with_threads(2, func, x, axes)
+        assert a.tobytes() == b.tobytes(), "not deterministic for a fixed thread count"
+        c = _with_threads(1, func, x, axes)
+        a64, c64 = a.astype(np.float64), c.astype(np.float64)
+        spacing = oracle.ulp_array(np.where(np.isfinite(a64), a64, 0.0), x.dtype)
+        with np.errstate(invalid="ignore"):
+            close = (a64 == c64) | (np.abs(a64 - c64) <= spacing)
+        assert close.all(), (opname, kind, axes, a64.ravel()[:4], c64.ravel()[:4])
