@@ -315,10 +315,25 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
 
 
 @njit
-def _fold(acc, total, comp):
-    for w in range(acc.size):
-        total[w], comp[w] = _neumaier(total[w], comp[w], acc[w])
-        acc[w] = 0.0
+def _fold(acc, totals, comps):
+    """Add the plain accumulators into the compensated totals of their columns (acc[j] belongs to
+    column j % totals.size) and clear them."""
+    width = totals.size
+    for j in range(acc.size):
+        w = j % width
+        totals[w], comps[w] = _neumaier(totals[w], comps[w], acc[j])
+        acc[j] = 0.0
+
+
+# A tile narrower than this whose rows lie back to back (a short kept axis over a contiguous block,
+# such as 4194304x4 reduced over axis 0) is read as "wide rows" of several real rows at once, so the
+# inner loops stay long enough to vectorise.
+WIDE_ROW = 256
+
+
+@njit
+def _rows_per_wide_row(width, step):
+    return WIDE_ROW // width if step == width and 2 * width <= WIDE_ROW else 1
 
 
 def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, out_total, out_comp):
@@ -348,19 +363,33 @@ def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, o
             out_total[k0 * nchunks + c] = total
             out_comp[k0 * nchunks + c] = comp
         else:
-            acc = np.zeros(width)
+            m = _rows_per_wide_row(width, step)
+            wide = m * width  # accumulators: column j % width, m of them per column
+            acc = np.zeros(wide)
             totals = np.zeros(width)
             comps = np.zeros(width)
+            column_max = np.empty(wide)  # the max of each accumulator's column, for SUM_EXP
+            if mode == SUM_EXP:
+                for j in range(wide):
+                    column_max[j] = maxima[k0 + j % width]
             rows = 0
             while pos < end:
                 offset = origin + _offset_of(pos, rshape, rstrides)
                 n = min(run_length - pos % run_length, end - pos)
                 j = 0
                 while j < n:
-                    nrows = 4 if n - j >= 4 else 1
-                    _float_columns(src, offset + j * step, step, nrows, width, mode, scale, maxima, k0, acc)
-                    j += nrows
-                    rows += nrows
+                    if n - j >= 4 * m:  # four (wide) rows per call quarter the traffic to acc
+                        _float_columns(src, offset + j * step, m * step, 4, wide, mode, scale, column_max, 0, acc)
+                        j += 4 * m
+                        rows += 4 * m
+                    elif n - j >= m:
+                        _float_columns(src, offset + j * step, m * step, 1, wide, mode, scale, column_max, 0, acc)
+                        j += m
+                        rows += m
+                    else:
+                        _float_columns(src, offset + j * step, step, 1, width, mode, scale, column_max, 0, acc)
+                        j += 1
+                        rows += 1
                     if rows >= block:
                         _fold(acc, totals, comps)
                         rows = 0
@@ -507,8 +536,10 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
     for task in prange(_n_tasks(kshape, tile, nchunks)):
         k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
         origin = base + _offset_of(k0, kshape, kstrides)
-        best = np.full(width, lowest_key(src[origin]))
-        nans = np.zeros(width, dtype=np.int64)
+        m = _rows_per_wide_row(width, step) if tile > 1 else 1
+        wide = m * width  # as in float_sums: slot j holds column j % width
+        best = np.full(wide, lowest_key(src[origin]))
+        nans = np.zeros(wide, dtype=np.int64)
         while pos < end:
             offset = origin + _offset_of(pos, rshape, rstrides)
             n = min(run_length - pos % run_length, end - pos)
@@ -517,10 +548,17 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
             else:
                 j = 0
                 while j < n:
-                    nrows = min(4, n - j)
-                    _max_columns(src, offset + j * step, step, nrows, width, float_bits, inf_bits, best, nans)
-                    j += nrows
+                    if n - j >= m:
+                        nrows = min(4, (n - j) // m)
+                        _max_columns(src, offset + j * step, m * step, nrows, wide, float_bits, inf_bits, best, nans)
+                        j += nrows * m
+                    else:
+                        _max_columns(src, offset + j * step, step, 1, width, float_bits, inf_bits, best, nans)
+                        j += 1
             pos += n
+        for j in range(width, wide):
+            best[j % width] = max(best[j % width], best[j])
+            nans[j % width] += nans[j]
         for w in range(width):
             out_max[(k0 + w) * nchunks + c] = best[w]
             out_nans[(k0 + w) * nchunks + c] = nans[w]

@@ -36,7 +36,9 @@ def test_leading_axis_maxima_are_per_column(dtype):
             assert out[j] == pytest.approx(exact, rel=1e-6)
 
 
-@pytest.mark.parametrize("shape,axes", [((5, 300), 0), ((300, 5), 0), ((7, 9, 11), (0, 2)), ((2, 5000), 0)])
+@pytest.mark.parametrize(
+    "shape,axes", [((5, 300), 0), ((300, 5), 0), ((7, 9, 11), (0, 2)), ((2, 5000), 0), ((1001, 4), 0), ((999, 3), 0)]
+)
 @pytest.mark.parametrize("dtype", [np.int32, np.uint64, np.float16, np.float64])
 def test_leading_axis_all_ops_match_oracle(shape, axes, dtype):
     rng = np.random.default_rng(7)
@@ -47,3 +49,17 @@ def test_leading_axis_all_ops_match_oracle(shape, axes, dtype):
         if np.dtype(dtype).kind == "f" and op != "reduce_log_sum_exp":
             x = (x / 64).astype(dtype)  # keep float16 sums of squares finite
         assert_matches(getattr(numred, op)(x, axes), expected(op, x, axes))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_tall_leading_axis_with_special_values(dtype):
+    # a short kept axis over many rows is read several rows at a time: NaN, inf and the max must
+    # still land in their own column
+    x = np.zeros((5000, 3), dtype)
+    x[::7, 0] = 3
+    x[4321, 1] = 9
+    if np.dtype(dtype).kind == "f":
+        x[777, 2] = np.nan
+        x[100, 1] = np.inf
+    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square"):
+        assert_matches(getattr(numred, op)(x, 0), expected(op, x, 0))
