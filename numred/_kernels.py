@@ -32,14 +32,22 @@ _U64 = np.uint64
 # ---------------------------------------------------------------------------------------------
 # element decoding
 # ---------------------------------------------------------------------------------------------
-@intrinsic
-def _bits_to_float32(typingctx, bits):
-    sig = types.float32(types.uint32)
+def _bitcast(source, target):
+    """An intrinsic reading the bits of a ``source`` value as a ``target`` value (same width)."""
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    @intrinsic
+    def bitcast(typingctx, value):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
 
-    return sig, codegen
+        return target(source), codegen
+
+    return bitcast
+
+
+_bits_to_float32 = _bitcast(types.uint32, types.float32)
+_bits_to_float64 = _bitcast(types.int64, types.float64)
+_float64_to_bits = _bitcast(types.float64, types.int64)
 
 
 @njit
@@ -115,26 +123,6 @@ def _sign_word_impl(x):
 # ---------------------------------------------------------------------------------------------
 # scalar helpers
 # ---------------------------------------------------------------------------------------------
-@intrinsic
-def _bits_to_float64(typingctx, bits):
-    sig = types.float64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-    return sig, codegen
-
-
-@intrinsic
-def _float64_to_bits(typingctx, value):
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-    return sig, codegen
-
-
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that k * _LN2_HI is exact for |k| < 2**20
 _LN2_LO = 1.90821492927058770002e-10
