@@ -92,15 +92,12 @@ def _maxima(plan, dtype):
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
     _kernel("max_keys", plan)(*_geometry(plan, src), plan.tile, is_float, inf_bits, partial, nans)
-    keys = np.empty(plan.n_kept, dtype=wide)
-    K.finish_max(partial, plan.nchunks, keys)
     if not is_float:
+        keys = np.empty(plan.n_kept, dtype=wide)
+        K.finish_max(partial, plan.nchunks, keys)
         return keys
-    bits_dtype = FLOAT_BITS[dtype][0]
-    sign_shift = 8 * bits_dtype.itemsize - 1
-    bits = keys ^ ((keys >> sign_shift) & ((1 << sign_shift) - 1))  # float_key is its own inverse
-    values = bits.astype(bits_dtype).view(dtype).astype(np.float64)
-    values[nans.reshape(plan.n_kept, plan.nchunks).any(axis=1)] = np.nan
+    values = np.empty(plan.n_kept)
+    K.finish_float_max(partial, nans, plan.nchunks, plan.src[:0], values)
     return values
 
 
@@ -145,11 +142,12 @@ def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
 def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "f" or dtype == BFLOAT16:
         maxima = _maxima(plan, dtype)
-        sums = _float_sums(plan, K.SUM_EXP, maxima=maxima)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # a non-finite max (NaN, +inf, or -inf for an all -inf set) is the answer itself
-            result = np.where(np.isfinite(maxima), maxima + np.log(sums), maxima)
-        return round_float64_to(result, dtype)
+        total = np.empty(_tasks(plan))
+        comp = np.empty(_tasks(plan))
+        _kernel("float_sums", plan)(*_geometry(plan), plan.tile, K.SUM_EXP, 1.0, maxima, total, comp)
+        result = np.empty(plan.n_kept, dtype=_direct_float(dtype))
+        K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
+        return result if result.dtype == dtype else round_float64_to(result, dtype)
     maxima = _maxima(plan, dtype)
     wide = maxima.dtype
     totals = np.empty(_tasks(plan))

@@ -608,6 +608,52 @@ def finish_max(out_max, nchunks, result):
         result[k] = best
 
 
+def key_to_float64(key, carrier):
+    """The float64 value of a float_key of an element of a ``carrier`` array (a type witness)."""
+
+
+@overload(key_to_float64)
+def _key_to_float64_impl(key, carrier):
+    width = carrier.dtype.bitwidth
+    magnitude_mask = (1 << (width - 1)) - 1
+    if carrier.dtype == types.float64:
+        return lambda key, carrier: _bits_to_float64(key ^ ((key >> 63) & magnitude_mask))
+    if carrier.dtype == types.float32:
+        return lambda key, carrier: np.float64(
+            _bits_to_float32(np.uint32(key ^ ((key >> 31) & magnitude_mask) & 0xFFFFFFFF)))
+    if carrier.dtype == types.uint16:  # float16 bits
+        return lambda key, carrier: as_float64(np.uint16(key ^ ((key >> 15) & magnitude_mask) & 0xFFFF))
+    if carrier.dtype == types.int16:  # bfloat16 bits
+        return lambda key, carrier: as_float64(np.int16(np.uint16(key ^ ((key >> 15) & magnitude_mask) & 0xFFFF)))
+    return None
+
+
+@njit
+def finish_float_max(out_max, out_nans, nchunks, carrier, result):
+    """Per-output float64 max from the tasks' float_keys and NaN counts (NaN wins)."""
+    for k in range(result.size):
+        best = out_max[k * nchunks]
+        nans = out_nans[k * nchunks]
+        for c in range(k * nchunks + 1, (k + 1) * nchunks):
+            best = max(best, out_max[c])
+            nans += out_nans[c]
+        result[k] = np.nan if nans else key_to_float64(best, carrier)
+
+
+@njit
+def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
+    """max + log(sum of exp(x - max)), rounded once to result's dtype; a non-finite max (NaN, +inf,
+    or -inf for an all -inf set) is the answer itself."""
+    for k in range(result.size):
+        total = 0.0
+        comp = 0.0
+        for c in range(k * nchunks, (k + 1) * nchunks):
+            total, comp = _neumaier(total, comp, out_total[c])
+            comp += out_comp[c]
+        m = maxima[k]
+        result[k] = m + math.log(_compensated_result(total, comp)) if math.isfinite(m) else m
+
+
 @njit
 def finish_int_mean(out_low, out_high, nchunks, count, result):
     """Exact mean truncated toward zero, as uint64 two's-complement bits."""
