@@ -398,6 +398,52 @@ def _add128(low, high, x):
     return new_low, high + sign_word(x) + _U64(new_low < low)
 
 
+def high_half(x):
+    """x >> 32 as int64 (arithmetic for signed x): with the low 32 bits, x = high * 2**32 + low."""
+
+
+@overload(high_half)
+def _high_half_impl(x):
+    if isinstance(x, types.Integer):
+        if x.signed:
+            return lambda x: np.int64(x) >> 32
+        return lambda x: np.int64(np.uint64(x) >> np.uint64(32))
+    return None
+
+
+# Sums of up to this many 32-bit halves are exact in 64 bits, and they vectorise where a 128-bit
+# carry chain per element does not.
+HALVES_BLOCK = 1 << 30
+
+
+@njit
+def _halves_run(src, offset, n, step):
+    """(sum of the low 32-bit halves as uint64, sum of the high halves as int64) of one run."""
+    low = _U64(0)
+    high = np.int64(0)
+    if step == 1:
+        run = src[offset:offset + n]
+        for i in range(n):
+            low += as_bits(run[i]) & _U64(0xFFFFFFFF)
+            high += high_half(run[i])
+    else:
+        for i in range(n):
+            x = src[offset + i * step]
+            low += as_bits(x) & _U64(0xFFFFFFFF)
+            high += high_half(x)
+    return low, high
+
+
+@njit
+def _add_halves128(low, high, low_sum, high_sum):
+    """(low, high) += high_sum * 2**32 + low_sum, in uint64 two's complement."""
+    new_low = low + low_sum
+    high += _U64(new_low < low)
+    low = new_low
+    new_low = low + (np.uint64(high_sum) << _U64(32))
+    return new_low, high + np.uint64(high_sum >> 32) + _U64(new_low < low)
+
+
 def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_high):
     """squares=False: exact 128-bit two's-complement sum (low, high words);
     squares=True: sum of x*x modulo 2**64 (low word only). Tiles as in float_sums."""
@@ -422,8 +468,9 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
                         bits = as_bits(src[offset + i * step])
                         run_low += bits * bits
                 else:
-                    for i in range(n):
-                        run_low, run_high = _add128(run_low, run_high, src[offset + i * step])
+                    for b in range(0, n, HALVES_BLOCK):
+                        low_sum, high_sum = _halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
+                        run_low, run_high = _add_halves128(run_low, run_high, low_sum, high_sum)
                 low[0] = run_low
                 high[0] = run_high
             else:
