@@ -11,17 +11,26 @@ Timing: every implementation is called once before timing (for numred this is wh
 compiles), then called repeatedly, each call timed with ``time.perf_counter``, until a time budget
 and a minimum call count are both reached. The table reports the median per call.
 
-Only the standard library, NumPy and the numred base dependencies are imported; optional peers are
-imported lazily.
+Extras (``pip install "numred[bench]"``), all optional and imported lazily: tqdm draws a progress
+bar on stderr while measuring (stdout keeps only the table), matplotlib draws ``--plot FILE.png``.
+``--json FILE`` writes every measurement, so that a note can quote one run.
+
+On the largest float32/float64 case (not in --quick) a plain Numba parallel sum over the same buffer
+is timed too, as the memory-bandwidth reference the memory-bound reductions are measured against.
+
+Only the standard library, NumPy and the numred base dependencies are imported at module level.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
+import os
 import platform
 import statistics
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -34,6 +43,10 @@ DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "u
 
 # Cases with at least this many elements are skipped by --quick.
 LARGE_ELEMENTS = 1 << 24
+
+# The row label of the plain parallel sum, and the ops whose GB/s is compared with it.
+REF_LABEL = "(plain parallel sum)"
+MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSumSquare")
 
 
 # --------------------------------------------------------------------------------------- cases
@@ -76,8 +89,12 @@ CASES = (
     Case((4096, 4096), (0,)),
     Case((4096, 4096), None),
     Case((32, 64, 56, 56), (2, 3)),
+    Case((32, 64, 56, 56), (1,)),
+    Case((32, 56, 56, 64), (1, 2)),
     Case((4194304, 4), (0,)),
     Case((4, 4194304), (1,)),
+    Case((8192, 16384), (1,)),  # 512 MiB of float32
+    Case((8192, 16384), (0,)),
 )
 
 
@@ -90,15 +107,25 @@ def dtype_from_name(name: str) -> np.dtype:
 
 
 def make_input(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """Random data from a fixed seed: standard normal floats, small integers (|x| < 100)."""
+    """Random data from a fixed seed: standard normal floats, small integers (|x| < 100).
+
+    Generated straight into the result dtype: a 512 MiB float32 case needs 512 MiB, not a float64
+    draw plus copies. float16 and bfloat16 are rounded from float32 drawn in chunks (the same values
+    as one draw: the generator's stream is sequential).
+    """
     rng = np.random.default_rng(0)
     if dtype.kind in "iu":
         low = 0 if dtype.kind == "u" else -100
         return rng.integers(low, 100, size=shape, dtype=dtype)
-    if dtype == np.float64:
-        return rng.standard_normal(shape, dtype=np.float64)
-    # float32 directly; float16 and bfloat16 rounded from float32
-    return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+    if dtype in (np.float32, np.float64):
+        return rng.standard_normal(shape, dtype=dtype.type)
+    out = np.empty(shape, dtype=dtype)
+    flat = out.reshape(-1)
+    chunk = 1 << 22
+    for start in range(0, flat.size, chunk):
+        stop = min(flat.size, start + chunk)
+        flat[start:stop] = rng.standard_normal(stop - start, dtype=np.float32).astype(dtype)
+    return out
 
 
 # ---------------------------------------------------------------------------------------- peers
@@ -195,7 +222,14 @@ class OnnxRuntimePeer(Peer):
 
 
 class TorchPeer(Peer):
-    """torch.mean / torch.logsumexp / sum of squares, on a tensor sharing the NumPy buffer."""
+    """torch.mean / torch.logsumexp / sum of squares, on a tensor sharing the NumPy buffer.
+
+    Each op is torch's own expression for it, as a torch user would write it; what torch cannot do
+    raises and is shown as n/a (torch.mean has no integer kernel). As with NumPy, the dtypes of
+    integer results follow torch's rules (logsumexp of integers is float32, the sum of int32
+    squares is int64), not ONNX's. bfloat16 goes through an int16 view (torch.from_numpy does not
+    know ml_dtypes).
+    """
 
     name = "torch"
 
@@ -301,9 +335,11 @@ def format_ratio(r: float | None) -> str:
 class Table:
     """Fixed-width columns, printed row by row so long runs show progress."""
 
-    def __init__(self, columns: list[tuple[str, int, str]], out):
+    def __init__(self, columns: list[tuple[str, int, str]], out, write=None):
         self.columns = columns  # (title, width, "<" or ">")
         self.out = out
+        # how a row reaches ``out``; the progress bar swaps in one that clears and redraws the bar
+        self.write = write or (lambda line: print(line, file=self.out, flush=True))
 
     def _line(self, cells) -> str:
         parts = [f"{c:{align}{w}}" for c, (_, w, align) in zip(cells, self.columns)]
@@ -314,7 +350,7 @@ class Table:
         print("  ".join("-" * w for _, w, _ in self.columns), file=self.out)
 
     def row(self, cells) -> None:
-        print(self._line(cells), file=self.out, flush=True)
+        self.write(self._line(cells))
 
 
 def geometric_mean(values: list[float]) -> float | None:
@@ -353,10 +389,227 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=[op.name for op in OPS],
         help="benchmark only this op (repeatable; default: every op in the registry)",
     )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (there is none anyway when stderr is not a terminal "
+        "or tqdm is not installed)",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="draw the speedups (peer time / numred time) to this image; needs matplotlib",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        default=None,
+        help="write every measurement (seconds per call) and the run's settings as JSON",
+    )
+
+
+# ------------------------------------------------------------------------------------ progress
+
+
+class _NoProgress:
+    """Stands in for a tqdm bar when there is none: rows are printed as they come."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, s: str) -> None:
+        pass
+
+    def write(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class _TqdmProgress:
+    """A tqdm bar on stderr; table rows go to ``out`` through tqdm.write so the bar is not torn."""
+
+    def __init__(self, tqdm_cls, total: int, out):
+        self.out = out
+        self._tqdm = tqdm_cls
+        self.bar = tqdm_cls(
+            total=total, file=sys.stderr, unit="timing", leave=False, dynamic_ncols=True
+        )
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+
+    def set_postfix_str(self, s: str) -> None:
+        self.bar.set_postfix_str(s, refresh=True)
+
+    def write(self, line: str) -> None:
+        self._tqdm.write(line, file=self.out)
+        self.out.flush()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def make_progress(total: int, out, enabled: bool):
+    """A tqdm bar when tqdm is importable, ``enabled`` and stderr is a terminal; else no bar."""
+    if not enabled:
+        return _NoProgress(out)
+    isatty = getattr(sys.stderr, "isatty", None)
+    if not (isatty and isatty()):
+        return _NoProgress(out)
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoProgress(out)
+    return _TqdmProgress(tqdm, total, out)
+
+
+# ------------------------------------------------------------------ bandwidth reference
+
+
+_plain_sum = None
+
+
+def plain_parallel_sum():
+    """The reference kernel: a minimal Numba parallel sum over a contiguous 1-D array.
+
+    It reads every byte once and does nothing else, which is about as fast as this machine streams
+    memory with Numba; the accumulator is float64 like numred's float sums. Compiled on first use.
+    """
+    global _plain_sum
+    if _plain_sum is None:
+        import numba
+
+        @numba.njit(parallel=True, fastmath={"reassoc", "contract"})
+        def _sum(a):
+            s = 0.0
+            for i in numba.prange(a.size):
+                s += a[i]
+            return s
+
+        _plain_sum = _sum
+    return _plain_sum
+
+
+# ---------------------------------------------------------------------------------------- plot
+
+
+MATPLOTLIB_MISSING = (
+    '--plot needs matplotlib, which is not installed: pip install "numred[bench]"'
+)
+
+
+def check_matplotlib() -> str | None:
+    """None when matplotlib is importable, else the message to print."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return MATPLOTLIB_MISSING
+    return None
+
+
+def plot_speedups(path: str, report: dict) -> None:
+    """Grouped horizontal bars: one panel per op, one group per case, one bar per peer.
+
+    The bar is peer time / numred time on a log axis with a line at 1: right of it numred is
+    faster. Drawn with the Agg canvas directly, without pyplot, so no global backend is touched.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    results = report["results"]
+    peers = report["peers"]
+    ops = list(dict.fromkeys(r["op"] for r in results))
+    cases = list(dict.fromkeys(r["case"] for r in results))
+    by_key = {(r["op"], r["case"]): r for r in results}
+
+    n_peers = max(1, len(peers))
+    group_h = 0.8
+    bar_h = group_h / n_peers
+    height = 1.9 + len(cases) * (0.16 + 0.2 * n_peers)
+    fig = Figure(figsize=(4.6 * len(ops) + 1.6, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axs = fig.subplots(1, len(ops), sharey=True, squeeze=False)[0]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+
+    ratios_all = [
+        r["peers"][p] / r["numred"]
+        for r in results
+        for p in peers
+        if r["numred"] and r["peers"].get(p)
+    ]
+    # room for the value labels beyond the bar ends
+    lo = min([*ratios_all, 1.0]) / 4
+    hi = max([*ratios_all, 1.0]) * 4
+    for ax, op in zip(axs, ops):
+        for j, peer in enumerate(peers):
+            ys, widths, labels_na = [], [], []
+            for i, case in enumerate(cases):
+                r = by_key.get((op, case))
+                y = i - group_h / 2 + (j + 0.5) * bar_h
+                t_p = r["peers"].get(peer) if r else None
+                if r and r["numred"] and t_p:
+                    ys.append(y)
+                    widths.append(t_p / r["numred"])
+                else:
+                    labels_na.append(y)
+            color = colors[j % len(colors)]
+            # bars start at 1 so that slower-than-numred peers point left
+            ax.barh(ys, [w - 1.0 for w in widths], left=1.0, height=bar_h * 0.92,
+                    color=color, label=peer if ax is axs[0] else None)
+            for y, w in zip(ys, widths):
+                ax.text(w * (1.04 if w >= 1 else 1 / 1.04), y, format_ratio(w),
+                        va="center", ha="left" if w >= 1 else "right", fontsize=6.5)
+            for y in labels_na:
+                ax.text(1.04, y, "n/a", va="center", ha="left", fontsize=6.5, color="0.5")
+        ax.axvline(1.0, color="black", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.set_title(op, fontsize=10)
+        ax.set_xlabel("peer time / numred time (> 1: numred faster)", fontsize=8)
+        ax.grid(axis="x", which="major", alpha=0.3)
+        ax.tick_params(labelsize=7.5)
+    axs[0].set_yticks(range(len(cases)))
+    axs[0].set_yticklabels(cases)
+    axs[0].invert_yaxis()
+    m = report["meta"]
+    width_chars = int(fig.get_figwidth() * 11)
+    title = [
+        f"numred speedup over peers, {m['dtype']}, {m['threads']} thread(s), "
+        f"{'quick' if m['quick'] else 'full'} run",
+        *textwrap.wrap(", ".join(m["versions"]), width_chars),
+    ]
+    fig.suptitle("\n".join(title), fontsize=9.5)
+    if peers:
+        fig.legend(loc="outside lower center", ncols=len(peers), fontsize=8)
+    fig.savefig(path, dpi=120)
+
+
+# ---------------------------------------------------------------------------------------- run
 
 
 def run(args: argparse.Namespace, out=None) -> int:
     out = sys.stdout if out is None else out
+    plot_path = getattr(args, "plot", None)
+    json_path = getattr(args, "json", None)
+    # fail before measuring, not after minutes of it
+    if plot_path:
+        msg = check_matplotlib()
+        if msg:
+            print(msg, file=sys.stderr)
+            return 2
+    for flag, path in (("--plot", plot_path), ("--json", json_path)):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            print(f"{flag} {path}: no such directory", file=sys.stderr)
+            return 2
+
     import numba
 
     import numred
@@ -372,6 +625,10 @@ def run(args: argparse.Namespace, out=None) -> int:
     policy = QUICK_POLICY if args.quick else DEFAULT_POLICY
     ops = [op for op in OPS if not args.op or op.name in args.op]
     cases = [c for c in CASES if not (args.quick and c.large)]
+    # the bandwidth reference: the largest case, numba-native float dtypes, full runs only
+    ref_case = None
+    if not args.quick and cases and dtype.name in ("float32", "float64"):
+        ref_case = max(cases, key=lambda c: c.size)
 
     peers: list[Peer] = []
     skipped: list[str] = []
@@ -389,11 +646,14 @@ def run(args: argparse.Namespace, out=None) -> int:
         f"numba {numba.__version__}",
         *(f"{p.name} {p.version()}" for p in peers if p.name != "numpy"),
         f"python {platform.python_version()}",
-        f"threads {threads}",
-        f"dtype {dtype.name}",
-        "quick" if args.quick else "full",
     ]
-    print(" | ".join(versions), file=out)
+    print(
+        " | ".join(
+            [*versions, f"threads {threads}", f"dtype {dtype.name}",
+             "quick" if args.quick else "full"]
+        ),
+        file=out,
+    )
     for line in skipped:
         print(line, file=out)
     print(
@@ -411,51 +671,106 @@ def run(args: argparse.Namespace, out=None) -> int:
         ("numred", 9, ">"),
         ("GB/s", 6, ">"),
     ]
+    if ref_case is not None:
+        columns[0] = ("op", max(columns[0][1], len(REF_LABEL)), "<")
     for p in peers:
         columns += [(p.name, max(9, len(p.name)), ">"), ("ratio", 6, ">")]
+
     table = Table(columns, out)
     table.header()
+    out.flush()
+    # the bar starts below the header; from here on rows go through it so it is not torn
+    total = len(cases) * len(ops) * (1 + len(peers)) + (ref_case is not None)
+    progress = make_progress(total, out, enabled=not getattr(args, "no_progress", False))
+    table.write = progress.write
 
     best_ratios: list[float] = []
     peer_ratios: dict[str, list[float]] = {p.name: [] for p in peers}
     na_notes: dict[tuple[str, str], str] = {}  # (peer, op) -> first reason
     errors: list[str] = []
+    results: list[dict] = []
+    reference: dict | None = None
 
-    for case in cases:
-        x = make_input(case.shape, dtype)
-        axes = case.explicit_axes()
-        numred_axes = None if case.axes is None else list(case.axes)
-        for op in ops:
-            fn = getattr(numred, op.name)
-            try:
-                t_nr = median_time(lambda: fn(x, axes=numred_axes, keepdims=1), policy)
-            except Exception as exc:  # report, keep going, exit non-zero
-                t_nr = None
-                errors.append(f"{op.onnx_name} {case.shape_label()} axes {case.axes_label()}: "
-                              f"{_short(exc)}")
-            cells = [
-                op.onnx_name,
-                case.shape_label(),
-                case.axes_label(),
-                format_time(t_nr) if t_nr is not None else "ERROR",
-                f"{x.nbytes / t_nr / 1e9:.1f}" if t_nr else "-",
-            ]
-            peer_times = []
-            for p in peers:
-                try:
-                    t = median_time(p.prepare(op, x, axes), policy)
-                except Exception as exc:  # this peer cannot run this case
-                    t = None
-                    na_notes.setdefault((p.name, op.onnx_name), _short(exc))
-                ratio = t / t_nr if (t is not None and t_nr) else None
-                if ratio is not None:
-                    peer_ratios[p.name].append(ratio)
-                    peer_times.append(t)
-                cells += [format_time(t), format_ratio(ratio)]
-            if peer_times and t_nr:
-                best_ratios.append(min(peer_times) / t_nr)
-            table.row(cells)
-        del x
+    # NumPy expressions may overflow on purpose (integer wrap-around, exp of large values): no
+    # warnings between the table rows. errstate is per thread and does not touch the results.
+    try:
+        with np.errstate(all="ignore"):
+            for case in cases:
+                x = make_input(case.shape, dtype)
+                axes = case.explicit_axes()
+                numred_axes = None if case.axes is None else list(case.axes)
+                where = f"{case.shape_label()} axes {case.axes_label()}"
+                for op in ops:
+                    fn = getattr(numred, op.name)
+                    progress.set_postfix_str(f"{op.onnx_name} {where}: numred")
+                    try:
+                        t_nr = median_time(lambda: fn(x, axes=numred_axes, keepdims=1), policy)
+                    except Exception as exc:  # report, keep going, exit non-zero
+                        t_nr = None
+                        errors.append(f"{op.onnx_name} {where}: {_short(exc)}")
+                    progress.update()
+                    cells = [
+                        op.onnx_name,
+                        case.shape_label(),
+                        case.axes_label(),
+                        format_time(t_nr) if t_nr is not None else "ERROR",
+                        f"{x.nbytes / t_nr / 1e9:.1f}" if t_nr else "-",
+                    ]
+                    record = {
+                        "op": op.onnx_name,
+                        "case": f"{case.shape_label()} axes {case.axes_label()}",
+                        "shape": list(case.shape),
+                        "axes": None if case.axes is None else list(case.axes),
+                        "dtype": dtype.name,
+                        "threads": threads,
+                        "bytes": int(x.nbytes),
+                        "numred": t_nr,
+                        "numred_gbps": x.nbytes / t_nr / 1e9 if t_nr else None,
+                        "peers": {},
+                    }
+                    peer_times = []
+                    for p in peers:
+                        progress.set_postfix_str(f"{op.onnx_name} {where}: {p.name}")
+                        try:
+                            t = median_time(p.prepare(op, x, axes), policy)
+                        except Exception as exc:  # this peer cannot run this case
+                            t = None
+                            na_notes.setdefault((p.name, op.onnx_name), _short(exc))
+                        progress.update()
+                        record["peers"][p.name] = t
+                        ratio = t / t_nr if (t is not None and t_nr) else None
+                        if ratio is not None:
+                            peer_ratios[p.name].append(ratio)
+                            peer_times.append((t, p.name))
+                        cells += [format_time(t), format_ratio(ratio)]
+                    if peer_times and t_nr:
+                        t_best, best = min(peer_times)
+                        best_ratios.append(t_best / t_nr)
+                        record["best_peer"] = best
+                        record["best_ratio"] = t_best / t_nr
+                    results.append(record)
+                    table.row(cells)
+                if case == ref_case:
+                    progress.set_postfix_str(f"{REF_LABEL} {case.shape_label()}")
+                    flat = x.reshape(-1)  # a view: the cases are contiguous
+                    kernel = plain_parallel_sum()
+                    t_ref = median_time(lambda: kernel(flat), policy)
+                    progress.update()
+                    reference = {
+                        "kernel": "numba parallel sum, fastmath reassoc+contract, "
+                        "float64 accumulator",
+                        "shape": list(case.shape),
+                        "dtype": dtype.name,
+                        "threads": threads,
+                        "bytes": int(x.nbytes),
+                        "seconds": t_ref,
+                        "gbps": x.nbytes / t_ref / 1e9,
+                    }
+                    table.row([REF_LABEL, case.shape_label(), "all", format_time(t_ref),
+                               f"{reference['gbps']:.1f}"])
+                del x
+    finally:
+        progress.close()
 
     print(file=out)
     gm = geometric_mean(best_ratios)
@@ -468,11 +783,90 @@ def run(args: argparse.Namespace, out=None) -> int:
             f"{format_ratio(gm)} (> 1: numred faster); per peer: {per_peer}",
             file=out,
         )
+    slower = [r for r in results if r.get("best_ratio") is not None and r["best_ratio"] < 1]
+    if slower:
+        print(f"numred is slower than the best peer in {len(slower)} of {len(best_ratios)} "
+              "cases:", file=out)
+        for r in slower:
+            print(
+                f"  {r['op']} {r['case']}: numred {format_time(r['numred'])}, "
+                f"{r['best_peer']} {format_time(r['peers'][r['best_peer']])} "
+                f"({format_ratio(r['best_ratio'])})",
+                file=out,
+            )
+    elif best_ratios:
+        print("numred is at least as fast as the best peer in every case", file=out)
+    if reference is not None:
+        ref_shape = tuple(reference["shape"])
+        print(
+            f"bandwidth reference ({REF_LABEL.strip('()')}, "
+            f"{'x'.join(map(str, ref_shape))} {dtype.name}): "
+            f"{reference['gbps']:.1f} GB/s; the memory-bound ops against it:",
+            file=out,
+        )
+        reference["numred"] = []
+        for r in results:
+            if (tuple(r["shape"]) == ref_shape and r["op"] in MEMORY_BOUND_OPS
+                    and r["numred_gbps"]):
+                share = r["numred_gbps"] / reference["gbps"]
+                reference["numred"].append(
+                    {"op": r["op"], "case": r["case"], "gbps": r["numred_gbps"], "share": share}
+                )
+                print(
+                    f"  {r['op']} {r['case']}: {r['numred_gbps']:.1f} GB/s = {share:.0%}",
+                    file=out,
+                )
     for (peer, opname), reason in na_notes.items():
         print(f"n/a: {peer} {opname} {dtype.name}: {reason}", file=out)
     for e in errors:
         print(f"numred ERROR: {e}", file=out)
-    return 1 if errors else 0
+
+    report = {
+        "meta": {
+            "versions": versions,
+            "numred": getattr(numred, "__version__", "?"),
+            "numpy": np.__version__,
+            "numba": numba.__version__,
+            "peer_versions": {p.name: p.version() for p in peers},
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "threads": threads,
+            "dtype": dtype.name,
+            "quick": bool(args.quick),
+            "timing": {"statistic": "median seconds per call", **vars(policy)},
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+        "peers": [p.name for p in peers],
+        "skipped_peers": skipped,
+        "results": results,
+        "geometric_mean_best_peer_over_numred": gm,
+        "geometric_mean_per_peer": {n: geometric_mean(r) for n, r in peer_ratios.items()},
+        "slower_than_best_peer": [f"{r['op']} {r['case']}" for r in slower],
+        "bandwidth_reference": reference,
+        "na": [{"peer": p, "op": o, "reason": why} for (p, o), why in na_notes.items()],
+        "errors": errors,
+    }
+    status = 1 if errors else 0
+    if json_path:
+        try:
+            with open(json_path, "w") as f:
+                json.dump(report, f, indent=1)
+                f.write("\n")
+        except OSError as exc:
+            print(f"--json {json_path}: {exc}", file=sys.stderr)
+            status = 2
+        else:
+            print(f"wrote {json_path}", file=out)
+    if plot_path:
+        try:
+            plot_speedups(plot_path, report)
+        except OSError as exc:
+            print(f"--plot {plot_path}: {exc}", file=sys.stderr)
+            status = 2
+        else:
+            print(f"wrote {plot_path}", file=out)
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,198 @@
+"""``python -m numred bench``: the command runs end to end on a tiny configuration.
+
+One in-process run (two small cases, --quick, ReduceMean only, with --json and, when matplotlib is
+importable, --plot) feeds the checks on the table, the JSON and the PNG. Nothing here asserts a
+timing: the machine may be busy.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from numred import bench
+
+TINY_CASES = (bench.Case((3, 2, 2), (1,)), bench.Case((16, 24), None))
+
+# the issue's list, the same for every op
+EXPECTED_CASES = [
+    ((3, 2, 2), (1,)),
+    ((64, 64), None),
+    ((1000, 1000), (1,)),
+    ((1000, 1000), (0,)),
+    ((4096, 4096), (1,)),
+    ((4096, 4096), (0,)),
+    ((4096, 4096), None),
+    ((32, 64, 56, 56), (2, 3)),
+    ((32, 64, 56, 56), (1,)),
+    ((32, 56, 56, 64), (1, 2)),
+    ((4194304, 4), (0,)),
+    ((4, 4194304), (1,)),
+    ((8192, 16384), (1,)),
+    ((8192, 16384), (0,)),
+]
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """Run the bench once on the tiny configuration: (exit code, stdout, report, png path)."""
+    d = tmp_path_factory.mktemp("bench")
+    json_path = d / "run.json"
+    png_path = d / "run.png" if have_matplotlib() else None
+    argv = ["--quick", "--op", "reduce_mean", "--no-progress", "--json", str(json_path)]
+    if png_path is not None:
+        argv += ["--plot", str(png_path)]
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bench, "CASES", TINY_CASES)
+        # as few calls as the policy allows: this checks the plumbing, not the speed
+        tiny_policy = bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0)
+        mp.setattr(bench, "QUICK_POLICY", tiny_policy)
+        rc = bench.run(parse(argv), out=out)
+    report = json.loads(json_path.read_text())
+    return rc, out.getvalue(), report, png_path
+
+
+def test_table_has_numred_and_numpy(tiny_run):
+    rc, text, _, _ = tiny_run
+    assert rc == 0, text
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("op "))
+    assert "numred" in header and "numpy" in header and "GB/s" in header
+    rows = [line.split() for line in lines if line.startswith("ReduceMean ")]
+    assert [(r[1], r[2]) for r in rows] == [("3x2x2", "1"), ("16x24", "all")]
+    for r in rows:
+        assert r[3] != "ERROR"
+    assert "geometric mean of best-peer/numred" in text
+    # the ops other than --op are not run
+    assert "ReduceLogSumExp" not in text and "ReduceSumSquare" not in text
+
+
+def test_json_has_every_measurement(tiny_run):
+    _, _, report, _ = tiny_run
+    meta = report["meta"]
+    assert meta["dtype"] == "float32" and meta["quick"] is True
+    assert isinstance(meta["threads"], int) and meta["threads"] >= 1
+    assert "numpy" in report["peers"]
+    results = report["results"]
+    assert [(r["op"], r["case"]) for r in results] == [
+        ("ReduceMean", "3x2x2 axes 1"),
+        ("ReduceMean", "16x24 axes all"),
+    ]
+    for r in results:
+        for key in ("op", "case", "shape", "axes", "dtype", "threads", "numred", "peers"):
+            assert key in r
+        assert r["dtype"] == "float32" and r["threads"] == meta["threads"]
+        assert r["numred"] > 0
+        assert set(r["peers"]) == set(report["peers"])
+        assert r["peers"]["numpy"] > 0
+    assert results[1]["axes"] is None and results[0]["axes"] == [1]
+    assert "geometric_mean_best_peer_over_numred" in report
+    assert isinstance(report["slower_than_best_peer"], list)
+    assert report["bandwidth_reference"] is None  # --quick skips it
+
+
+def test_plot_writes_png(tiny_run):
+    pytest.importorskip("matplotlib")
+    _, text, _, png_path = tiny_run
+    data = png_path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 5000
+    assert f"wrote {png_path}" in text
+
+
+def test_plot_without_matplotlib_exits_2_before_measuring(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    monkeypatch.setattr(bench, "CASES", ())  # would fail loudly if it got to measuring
+    rc = bench.run(parse(["--quick", "--plot", str(tmp_path / "x.png")]), out=io.StringIO())
+    assert rc == 2
+    assert 'pip install "numred[bench]"' in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_terminal_with_tqdm(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
+    assert isinstance(bench.make_progress(3, out, enabled=True), bench._NoProgress)
+    monkeypatch.setattr(sys, "stderr", _Tty())
+    assert isinstance(bench.make_progress(3, out, enabled=False), bench._NoProgress)
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # tqdm not installed: plain rows
+    p = bench.make_progress(3, out, enabled=True)
+    assert isinstance(p, bench._NoProgress)
+    p.update()
+    p.write("row")
+    p.close()
+    assert out.getvalue() == "row\n"
+
+
+def test_progress_bar_goes_to_stderr(monkeypatch):
+    pytest.importorskip("tqdm")
+    err, out = _Tty(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    p = bench.make_progress(2, out, enabled=True)
+    assert isinstance(p, bench._TqdmProgress)
+    p.set_postfix_str("ReduceMean 3x2x2 axes 1: numpy")
+    p.update()
+    p.write("a table row")
+    p.update()
+    p.close()
+    assert "a table row" in out.getvalue()
+    assert "a table row" not in err.getvalue()
+    assert "/2 [" in err.getvalue() and "ReduceMean 3x2x2 axes 1: numpy" in err.getvalue()
+
+
+def test_cases_are_the_issue_list():
+    assert [(c.shape, c.axes) for c in bench.CASES] == EXPECTED_CASES
+    quick = [c for c in bench.CASES if not c.large]
+    assert all(c.size < 1 << 24 for c in quick)
+    assert not any(c.shape == (8192, 16384) for c in quick)
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int32", "uint64"])
+def test_make_input(name):
+    dtype = bench.dtype_from_name(name)
+    x = bench.make_input((5, 7), dtype)
+    assert x.dtype == dtype and x.shape == (5, 7) and x.flags.c_contiguous
+    if dtype.kind == "f" or name == "bfloat16":
+        # the same values as a single float32 draw, rounded
+        ref = np.random.default_rng(0).standard_normal((5, 7), dtype=np.float32)
+        if name != "float64":
+            np.testing.assert_array_equal(x, ref.astype(dtype))
+
+
+def test_plain_parallel_sum():
+    x = np.arange(1000, dtype=np.float32)
+    assert bench.plain_parallel_sum()(x) == pytest.approx(float(x.sum()))
+
+
+def test_torch_peer_unsupported_case_is_an_error_not_a_crash():
+    pytest.importorskip("torch")
+    peer = bench.TorchPeer()
+    assert peer.load() is None
+    mean = next(op for op in bench.OPS if op.onnx_name == "ReduceMean")
+    fn = peer.prepare(mean, np.arange(6, dtype=np.int32).reshape(2, 3), (1,))
+    with pytest.raises(Exception):
+        fn()  # torch.mean has no integer kernel: the bench shows n/a
