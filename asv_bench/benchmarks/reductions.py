@@ -117,7 +117,9 @@ class Reduce:
         self.fn()  # Numba compiles here, outside the timed region
 
     def teardown(self, op, dtype, case):
-        del self.x, self.fn
+        # setup may have skipped (NotImplementedError) before setting these: asv still tears down
+        self.__dict__.pop("x", None)
+        self.__dict__.pop("fn", None)
 
     def time_reduce(self, op, dtype, case):
         self.fn()
@@ -150,7 +152,9 @@ class PeerReduce:
         self.fn = peer_call(peer, op, self.x, c)
 
     def teardown(self, peer, op, dtype, case):
-        del self.x, self.fn
+        # setup may have skipped (NotImplementedError) before setting these: asv still tears down
+        self.__dict__.pop("x", None)
+        self.__dict__.pop("fn", None)
 
     def time_reduce(self, peer, op, dtype, case):
         self.fn()
@@ -188,7 +192,9 @@ class PeakMem:
             self.fn = peer_call(impl, op, self.x, c)
 
     def teardown(self, impl, op, dtype, case):
-        del self.x, self.fn
+        # setup may have skipped (NotImplementedError) before setting these: asv still tears down
+        self.__dict__.pop("x", None)
+        self.__dict__.pop("fn", None)
 
     def peakmem_reduce(self, impl, op, dtype, case):
         self.fn()
