@@ -5,7 +5,7 @@ results in that dtype. The accumulator policy lives here, in one place:
 
 | input                          | accumulator                                       | final step            |
 |--------------------------------|---------------------------------------------------|-----------------------|
-| float16, bfloat16, float32     | float64, compensated across 256-element pieces    | one rounding          |
+| float16, bfloat16, float32     | float64; runs and chunks combined compensated     | one rounding          |
 | float64                        | float64, compensated across 256-element pieces    | none                  |
 | int32/int64/uint32/uint64 mean | exact 128-bit sum                                 | truncate toward zero  |
 | integer sum of squares         | uint64, wrapping                                  | keep the low bits     |
@@ -58,11 +58,17 @@ def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return values.astype(dtype)
 
 
-def _float_sums(plan, mode, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, result_dtype=np.float64):
-    """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``."""
+def _float_partials(plan, mode, scale=1.0, maxima=_NO_MAXIMA):
+    """The float_sums kernel's compensated partials (total, compensation) per (output, chunk)."""
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
     _kernel("float_sums", plan)(*_geometry(plan), plan.tile, mode, scale, maxima, total, comp)
+    return total, comp
+
+
+def _float_sums(plan, mode, scale=1.0, divisor=1.0, result_dtype=np.float64):
+    """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``."""
+    total, comp = _float_partials(plan, mode, scale)
     result = np.empty(plan.n_kept, dtype=result_dtype)
     K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
     return result
@@ -142,9 +148,7 @@ def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
 def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "f" or dtype == BFLOAT16:
         maxima = _maxima(plan, dtype)
-        total = np.empty(_tasks(plan))
-        comp = np.empty(_tasks(plan))
-        _kernel("float_sums", plan)(*_geometry(plan), plan.tile, K.SUM_EXP, 1.0, maxima, total, comp)
+        total, comp = _float_partials(plan, K.SUM_EXP, maxima=maxima)
         result = np.empty(plan.n_kept, dtype=_direct_float(dtype))
         K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
         return result if result.dtype == dtype else round_float64_to(result, dtype)

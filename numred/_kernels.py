@@ -634,16 +634,22 @@ KERNELS = {
 # combining partials (serial; work proportional to the output)
 # ---------------------------------------------------------------------------------------------
 @njit
+def _combined_sum(out_total, out_comp, k, nchunks):
+    """The compensated sum of the chunk partials of output k, in chunk order."""
+    total = 0.0
+    comp = 0.0
+    for c in range(k * nchunks, (k + 1) * nchunks):
+        total, comp = _neumaier(total, comp, out_total[c])
+        comp += out_comp[c]
+    return _compensated_result(total, comp)
+
+
+@njit
 def finish_float_sums(out_total, out_comp, nchunks, divisor, result):
     """result[k] = (sum of the partials of output k) / divisor, rounded once to result's dtype
     (float32 or float64; float16 and bfloat16 results come back as float64 for NumPy to round)."""
     for k in range(result.size):
-        total = 0.0
-        comp = 0.0
-        for c in range(k * nchunks, (k + 1) * nchunks):
-            total, comp = _neumaier(total, comp, out_total[c])
-            comp += out_comp[c]
-        result[k] = _compensated_result(total, comp) / divisor
+        result[k] = _combined_sum(out_total, out_comp, k, nchunks) / divisor
 
 
 @njit
@@ -692,13 +698,8 @@ def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
     """max + log(sum of exp(x - max)), rounded once to result's dtype; a non-finite max (NaN, +inf,
     or -inf for an all -inf set) is the answer itself."""
     for k in range(result.size):
-        total = 0.0
-        comp = 0.0
-        for c in range(k * nchunks, (k + 1) * nchunks):
-            total, comp = _neumaier(total, comp, out_total[c])
-            comp += out_comp[c]
         m = maxima[k]
-        result[k] = m + math.log(_compensated_result(total, comp)) if math.isfinite(m) else m
+        result[k] = m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m
 
 
 @njit
