@@ -1,0 +1,145 @@
+"""ONNX integration: numred's kernels inside onnx's reference evaluator, and a minimal ONNX backend.
+
+This module imports `onnx`, an optional dependency (``pip install onnx``); ``import numred`` alone
+never does.
+
+Examples
+--------
+Run a model whose ReduceMean node is computed by numred, every other node by onnx's reference:
+
+>>> import numpy as np
+>>> from onnx import TensorProto, helper
+>>> from onnx.reference import ReferenceEvaluator
+>>> import numred.onnx
+>>> node = helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=0)
+>>> graph = helper.make_graph(
+...     [node], "g",
+...     [helper.make_tensor_value_info("x", TensorProto.INT32, [2, 2]),
+...      helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+...     [helper.make_tensor_value_info("y", TensorProto.INT32, [2])])
+>>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+>>> sess = ReferenceEvaluator(model, new_ops=numred.onnx.REFERENCE_OPS)
+>>> sess.run(None, {"x": np.int32([[-1, -2], [2**31 - 1, 2**31 - 1]]), "axes": np.int64([1])})
+[array([        -1, 2147483647], dtype=int32)]
+
+The same model through the backend API:
+
+>>> numred.onnx.Backend.run_model(model, [np.int32([[1, 2], [3, 5]]), np.int64([0])])
+(array([2, 3], dtype=int32),)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.backend.base
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+
+import numred
+
+from ._registry import OPS
+
+__all__ = ["REFERENCE_OPS", "ReduceMean", "ReduceLogSumExp", "ReduceSumSquare", "Backend", "BackendRep"]
+
+
+class _NumredReduce(OpRun):
+    """One of numred's reductions as an onnx reference operator, for every opset of the operator.
+
+    ReferenceEvaluator takes the class of ``new_ops`` named like the node's op_type whatever the
+    model's opset, and fills the attributes the node does not set with the defaults of the latest
+    schema (keepdims=1, noop_with_empty_axes=0). Opsets 1, 11 and 13 give ``axes`` as an attribute,
+    which arrives as a keyword; opset 18 gives it as the optional second input, which arrives
+    positionally (None when omitted).
+    """
+
+    op_domain = ""  # ReferenceEvaluator requires it of new_ops and keys them by (op_domain, class name)
+    _reduce: Any = None  # the numred function; set per subclass
+
+    def _run(self, data, axes_input=None, axes=None, keepdims=1, noop_with_empty_axes=0):
+        if axes is not None and axes_input is not None:
+            raise ValueError(f"{self.onnx_node.op_type}: axes given both as an attribute and as an input")
+        if axes is None:
+            axes = axes_input
+        return (type(self)._reduce(data, axes, keepdims=keepdims, noop_with_empty_axes=noop_with_empty_axes),)
+
+
+def _reference_op(op) -> type[OpRun]:
+    func = getattr(numred, op.name)
+    return type(op.onnx_name, (_NumredReduce,), {
+        "_reduce": staticmethod(func),
+        "__module__": __name__,
+        "__doc__": f"ONNX {op.onnx_name}, any opset, computed by :func:`numred.{op.name}`.",
+    })
+
+
+#: The operator classes to pass as ``ReferenceEvaluator(model, new_ops=REFERENCE_OPS)``: one per
+#: operator of numred (ReduceMean, ReduceLogSumExp, ReduceSumSquare), built from the op registry.
+REFERENCE_OPS: list[type[OpRun]] = [_reference_op(op) for op in OPS]
+ReduceMean, ReduceLogSumExp, ReduceSumSquare = REFERENCE_OPS
+
+_SUPPORTED = frozenset(op.onnx_name for op in OPS)
+
+
+class BackendRep(onnx.backend.base.BackendRep):
+    """A prepared model: a ReferenceEvaluator whose nodes all run numred's kernels."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self._session = ReferenceEvaluator(model, new_ops=REFERENCE_OPS)
+        initialized = {init.name for init in model.graph.initializer}
+        self._inputs = [i.name for i in model.graph.input if i.name not in initialized]
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Run the model on ``inputs``: a list in graph-input order, a dict by name, or one array."""
+        if isinstance(inputs, dict):
+            feeds = dict(inputs)
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            feeds = dict(zip(self._inputs, inputs))
+        return tuple(self._session.run(None, feeds))
+
+
+class Backend(onnx.backend.base.Backend):
+    """An ONNX backend (``onnx.backend.base.Backend``) that runs models through numred, on the CPU.
+
+    It accepts only models whose nodes are all ReduceMean, ReduceLogSumExp or ReduceSumSquare of the
+    default domain, in any opset: any other node would be computed by onnx's NumPy reference, not by
+    numred, and a result would be reported as numred's that is not. ``is_compatible`` says False for
+    such models (onnx's test runner then skips them) and ``prepare`` refuses them.
+    """
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        try:
+            return onnx.backend.base.Device(device).type == onnx.backend.base.DeviceType.CPU
+        except (AttributeError, ValueError):  # an unknown device name
+            return False
+
+    @classmethod
+    def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
+        return cls.supports_device(device) and all(
+            node.domain == "" and node.op_type in _SUPPORTED for node in model.graph.node
+        )
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> BackendRep:
+        super().prepare(model, device, **kwargs)  # onnx.checker.check_model
+        if not cls.is_compatible(model, device):
+            others = sorted({n.op_type for n in model.graph.node} - _SUPPORTED)
+            raise NotImplementedError(
+                f"numred's backend runs ReduceMean, ReduceLogSumExp and ReduceSumSquare on the CPU only; "
+                f"device {device!r}, other operators: {others}"
+            )
+        return BackendRep(model)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU", outputs_info=None,
+                 **kwargs: Any) -> tuple[np.ndarray, ...]:
+        super().run_node(node, inputs, device, outputs_info, **kwargs)  # onnx.checker.check_node
+        if not (cls.supports_device(device) and node.op_type in _SUPPORTED and node.domain == ""):
+            raise NotImplementedError(f"numred's backend cannot run {node.op_type!r} on {device!r}")
+        # ReferenceEvaluator runs a bare node; an omitted optional input ("") is fed None by it
+        feeds = {name: value for name, value in zip(node.input, inputs) if name}
+        return tuple(ReferenceEvaluator(node, new_ops=REFERENCE_OPS).run(None, feeds))

@@ -1,0 +1,320 @@
+"""numred.onnx: the reference-evaluator operators (REFERENCE_OPS) and the ONNX backend.
+
+* onnx's own backend test runner (onnx.backend.test.BackendTest) runs its ReduceMean,
+  ReduceLogSumExp and ReduceSumSquare node tests through numred.onnx.Backend;
+* ReferenceEvaluator(model, new_ops=REFERENCE_OPS) reproduces the expected outputs of every node test
+  data directory of the three ops, read back from model.onnx and the .pb files;
+* opset 1/11/13 models (axes as an attribute) match the exact oracle (tests/oracle.py);
+* numred's kernels, not onnx's NumPy reference, compute the nodes (inputs where the two differ).
+"""
+from __future__ import annotations
+
+import re
+import unittest
+import warnings
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numred
+import oracle
+
+onnx = pytest.importorskip("onnx")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # onnx's node test generators emit RuntimeWarnings
+    import onnx.backend.test
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.backend.test.case.node import collect_testcases
+    from onnx.reference import ReferenceEvaluator
+
+    import numred.onnx
+    from numred.onnx import REFERENCE_OPS, Backend
+
+OUR_TESTS = r"^test_reduce_(mean|log_sum_exp|sum_square)_"
+
+# ---- onnx's backend test runner --------------------------------------------------------------
+# Only the "_expanded" variants are excluded. They are models of other operators (ReduceSum, Exp,
+# Log, Mul, Cast...) that onnx generates from the function definitions: numred's backend declines
+# them (Backend.is_compatible is False, prepare raises NotImplementedError) because onnx's NumPy
+# reference, not numred, would compute them. The runner asks is_compatible only of on-disk models,
+# not of node tests, so they are excluded here and show up as skipped.
+# No node test of the three ops conflicts with docs/SEMANTICS.md: the two empty-set tests expect -inf
+# (LogSumExp) and 0 (SumSquare) for float32, as the contract says, and onnx has no ReduceMean
+# empty-set node test.
+backend_test = onnx.backend.test.BackendTest(Backend, __name__).include(OUR_TESTS).exclude(r"_expanded_cpu$")
+
+
+def _runner_cases():
+    # The runner makes a method for each of its ~4000 tests and every device, skipping those that do
+    # not match include(). Only our operators' CPU tests are kept, so that pytest's summary counts
+    # those; CUDA is declined by Backend.supports_device (tested below).
+    cases = {}
+    for name, case in backend_test.test_cases.items():
+        for attr in [a for a in vars(case) if a.startswith("test_")]:
+            if not (re.search(OUR_TESTS, attr) and attr.endswith("_cpu")):
+                delattr(case, attr)
+        if any(a.startswith("test_") for a in vars(case)):
+            cases[name] = case
+    return cases
+
+
+globals().update(_runner_cases())
+
+
+def test_runner_has_our_node_tests():
+    case = globals()["OnnxBackendNodeModelTest"]
+    names = [a for a in vars(case) if a.startswith("test_")]
+    for op in ("mean", "log_sum_exp", "sum_square"):
+        assert sum(n.startswith(f"test_reduce_{op}_") and "_expanded" not in n for n in names) >= 8, op
+
+
+# ---- node test data directories through ReferenceEvaluator ----------------------------------
+
+NODE_CASES = sorted(
+    (c for c in collect_testcases() if re.search(OUR_TESTS, c.name) and not c.name.endswith("_expanded")),
+    key=lambda c: c.name,
+)
+SHIPPED_NODE_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
+
+# float outputs: onnx computes them with NumPy in the output type (pairwise float32 sums), numred
+# in float64 rounded once, so they differ by a few ulps of the output type
+RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 2e-3,
+        np.dtype(ml_dtypes.bfloat16): 2**-6}
+
+
+def _node_data_dir(case, root: Path) -> Path:
+    """The case's data directory: shipped by onnx (up to 1.16), otherwise written the way onnx's
+    backend-test-tools wrote them (onnx >= 1.17 generates node tests in memory only)."""
+    shipped = SHIPPED_NODE_DATA / case.name
+    if (shipped / "model.onnx").exists():
+        return shipped
+    out = root / case.name
+    if not out.exists():
+        out.mkdir(parents=True)
+        (out / "model.onnx").write_bytes(case.model.SerializeToString())
+        for i, (inputs, outputs) in enumerate(case.data_sets):
+            d = out / f"test_data_set_{i}"
+            d.mkdir()
+            for kind, arrays in (("input", inputs), ("output", outputs)):
+                for j, a in enumerate(arrays):
+                    (d / f"{kind}_{j}.pb").write_bytes(numpy_helper.from_array(a).SerializeToString())
+    return out
+
+
+def _load_pb(path: Path) -> np.ndarray:
+    tensor = TensorProto()
+    tensor.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(tensor)
+
+
+def assert_close(got, want, context=""):
+    assert type(got) is np.ndarray, context
+    assert got.dtype == want.dtype, context
+    assert got.shape == want.shape, context
+    if got.dtype.kind in "iu":
+        np.testing.assert_array_equal(got, want, err_msg=context)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=RTOL[got.dtype], atol=0, err_msg=context)
+
+
+def test_node_cases_found():
+    assert len(NODE_CASES) >= 24
+    for op in ("mean", "log_sum_exp", "sum_square"):
+        assert sum(c.name.startswith(f"test_reduce_{op}_") for c in NODE_CASES) >= 8, op
+
+
+@pytest.mark.parametrize("case", NODE_CASES, ids=[c.name for c in NODE_CASES])
+def test_reference_evaluator_reproduces_node_data(case, tmp_path_factory):
+    directory = _node_data_dir(case, tmp_path_factory.getbasetemp() / "onnx_node_data")
+    model = onnx.load(str(directory / "model.onnx"))
+    sess = ReferenceEvaluator(model, new_ops=REFERENCE_OPS)
+    data_sets = sorted(directory.glob("test_data_set_*"))
+    assert data_sets
+    for data_set in data_sets:
+        inputs = [_load_pb(p) for p in sorted(data_set.glob("input_*.pb"))]
+        wants = [_load_pb(p) for p in sorted(data_set.glob("output_*.pb"))]
+        gots = sess.run(None, dict(zip(sess.input_names, inputs)))
+        assert len(gots) == len(wants)
+        for got, want in zip(gots, wants):
+            assert_close(got, want, f"{case.name}/{data_set.name}")
+
+
+# ---- both operator forms, checked against the exact oracle ----------------------------------
+
+DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int64, np.uint32, np.uint64]
+ONNX_OPS = {op.onnx_name: op.name for op in numred._registry.OPS}
+
+
+def _model(op_type, x, *, opset, axes=None, keepdims=None, noop=None):
+    """A one-node model: axes as an attribute below opset 18, as an initializer-free input from 18."""
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    attrs = {k: v for k, v in (("keepdims", keepdims), ("noop_with_empty_axes", noop)) if v is not None}
+    inputs = [helper.make_tensor_value_info("x", elem, x.shape)]
+    if opset >= 18:
+        node_inputs = ["x"] if axes is None else ["x", "axes"]
+        if axes is not None:
+            inputs.append(helper.make_tensor_value_info("axes", TensorProto.INT64, [len(axes)]))
+    else:
+        node_inputs = ["x"]
+        if axes is not None:
+            attrs["axes"] = list(axes)
+    node = helper.make_node(op_type, node_inputs, ["y"], **attrs)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", elem, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _data(dtype, op, shape=(3, 4, 5), seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        low = 0 if dtype.kind == "u" else -50
+        return rng.integers(low, 50, shape).astype(dtype)
+    scale = 3.0 if op == "ReduceLogSumExp" else 10.0
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def _run(model, feeds):
+    return ReferenceEvaluator(model, new_ops=REFERENCE_OPS).run(None, feeds)[0]
+
+
+ATTRIBUTE_FORMS = [(opset, axes, keepdims) for opset in (1, 11, 13)
+                   for axes, keepdims in [(None, None), ([1], None), ([0, 2], 0), ([2, 0], 1), ([-1], 0)]
+                   if opset > 1 or axes is None or min(axes) >= 0]  # negative axes came with opset 11
+
+
+@pytest.mark.parametrize("opset,axes,keepdims", ATTRIBUTE_FORMS)
+@pytest.mark.parametrize("op_type", list(ONNX_OPS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_attribute_axes_forms(opset, op_type, dtype, axes, keepdims):
+    x = _data(dtype, op_type)
+    model = _model(op_type, x, opset=opset, axes=axes, keepdims=keepdims)
+    got = _run(model, {"x": x})
+    want = oracle.expected(ONNX_OPS[op_type], x, axes, 1 if keepdims is None else keepdims)
+    oracle.assert_matches(got, want, f"opset {opset} axes={axes} keepdims={keepdims}")
+
+
+@pytest.mark.parametrize("op_type", list(ONNX_OPS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("axes,keepdims,noop", [
+    (None, None, None), ([-1], 0, None), ([], None, None), ([], 1, 1), (None, 0, 1), ([0, -1], None, 1),
+])
+def test_input_axes_form(op_type, dtype, axes, keepdims, noop):
+    x = _data(dtype, op_type)
+    model = _model(op_type, x, opset=18, axes=axes, keepdims=keepdims, noop=noop)
+    feeds = {"x": x} if axes is None else {"x": x, "axes": np.array(axes, dtype=np.int64)}
+    got = _run(model, feeds)
+    want = oracle.expected(ONNX_OPS[op_type], x, axes, 1 if keepdims is None else keepdims,
+                           0 if noop is None else noop)
+    oracle.assert_matches(got, want, f"axes={axes} keepdims={keepdims} noop={noop}")
+
+
+def test_backend_runs_attribute_form_at_opset_13():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    model = _model("ReduceSumSquare", x, opset=13, axes=[-1], keepdims=0)
+    model.graph.output[0].type.tensor_type.shape.dim.add().dim_value = 2  # the checker wants a shape
+    model.graph.output[0].type.tensor_type.shape.dim.add().dim_value = 3
+    (got,) = Backend.run_model(model, [x])
+    np.testing.assert_array_equal(got, np.sum(x.astype(np.float64) ** 2, axis=-1).astype(np.float32))
+
+
+# ---- it is numred that runs, not onnx's reference --------------------------------------------
+# inputs where the contract and onnx's reference (onnx.reference.ops.op_reduce_*) differ
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_numred_not_the_reference_computes(opset):
+    big = np.int32([[2**31 - 1, 2**31 - 1]])
+    # the reference sums in int32 and wraps: -1; numred: the exact mean
+    got = _run(_model("ReduceMean", big, opset=opset), {"x": big})
+    np.testing.assert_array_equal(got, np.int32([[2**31 - 1]]))
+    # the reference promotes int32 sums of squares to int64; numred keeps int32 and wraps
+    x = np.int32([[50000, 50000]])
+    got = _run(_model("ReduceSumSquare", x, opset=opset), {"x": x})
+    assert got.dtype == np.int32 and got.tolist() == [[705032704]]
+    # the reference refuses integer LogSumExp (TypeError); numred truncates the exact value
+    x = np.int64([[5, 4, 4, 4, 4, 4]])
+    got = _run(_model("ReduceLogSumExp", x, opset=opset), {"x": x})
+    assert got.dtype == np.int64 and got.tolist() == [[6]]
+    # the reference gives NaN for an all -inf LogSumExp; the contract -inf
+    x = np.float32([[-np.inf, -np.inf]])
+    got = _run(_model("ReduceLogSumExp", x, opset=opset), {"x": x})
+    assert got.tolist() == [[-np.inf]]
+
+
+def test_errors_are_numreds():
+    x = np.zeros((2, 0), dtype=np.int32)  # integer mean over an empty set: undefined
+    with pytest.raises(ValueError, match="empty set"):
+        _run(_model("ReduceMean", x, opset=18, axes=[1]), {"x": x, "axes": np.int64([1])})
+    x = np.float32([[1, 2]])
+    with pytest.raises(ValueError, match="keepdims"):  # the reference would read 2 as 1
+        _run(_model("ReduceMean", x, opset=18, keepdims=2), {"x": x})
+
+
+def test_reference_ops_are_named_like_the_operators():
+    assert [c.__name__ for c in REFERENCE_OPS] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare"]
+    assert all(c.op_domain == "" for c in REFERENCE_OPS)
+    assert numred.onnx.ReduceMean is REFERENCE_OPS[0]
+
+
+# ---- the backend API -------------------------------------------------------------------------
+
+
+def test_backend_devices():
+    assert Backend.supports_device("CPU")
+    assert not Backend.supports_device("CUDA")
+    assert not Backend.supports_device("CUDA:1")
+    assert not Backend.supports_device("TPU")
+
+
+def test_backend_declines_other_operators():
+    expanded = next(c for c in collect_testcases() if c.name == "test_reduce_sum_square_keepdims_example_expanded")
+    assert not Backend.is_compatible(expanded.model)
+    with pytest.raises(NotImplementedError, match="Mul"):
+        Backend.prepare(expanded.model)
+    single = next(c for c in NODE_CASES if c.name == "test_reduce_sum_square_keepdims_example")
+    assert Backend.is_compatible(single.model)
+    assert not Backend.is_compatible(single.model, "CUDA")
+
+
+def test_backend_prepare_and_run_by_name_and_position():
+    case = next(c for c in NODE_CASES if c.name == "test_reduce_mean_keepdims_random")
+    rep = Backend.prepare(case.model, "CPU")
+    inputs, (want,) = case.data_sets[0]
+    (by_position,) = rep.run(list(inputs))
+    names = [i.name for i in case.model.graph.input]
+    (by_name,) = rep.run(dict(zip(names, inputs)))
+    assert_close(by_position, want)
+    np.testing.assert_array_equal(by_position, by_name)
+
+
+@pytest.mark.parametrize("op_type", list(ONNX_OPS))
+def test_backend_run_node(op_type):
+    x = np.arange(-6, 6, dtype=np.float64).reshape(3, 4) / 2
+    axes = np.int64([0])
+    func = getattr(numred, ONNX_OPS[op_type])
+    node = helper.make_node(op_type, ["x", "axes"], ["y"], keepdims=0)
+    (got,) = Backend.run_node(node, [x, axes])
+    np.testing.assert_array_equal(got, func(x, axes, keepdims=0))
+    # opset 13 form: axes attribute, checked against that opset
+    node = helper.make_node(op_type, ["x"], ["y"], axes=[1])
+    (got,) = Backend.run_node(node, [x], opset_version=13)
+    np.testing.assert_array_equal(got, func(x, [1]))
+    # an omitted optional axes input: all axes
+    node = helper.make_node(op_type, ["x", ""], ["y"])
+    (got,) = Backend.run_node(node, [x, None])
+    np.testing.assert_array_equal(got, func(x))
+
+
+def test_backend_run_node_declines_other_operators():
+    with pytest.raises(NotImplementedError):
+        Backend.run_node(helper.make_node("ReduceSum", ["x"], ["y"]), [np.float32([1])])
+
+
+def test_runner_skips_expanded_models():
+    case = globals()["OnnxBackendNodeModelTest"]
+    result = unittest.TestResult()
+    case("test_reduce_log_sum_exp_empty_set_expanded_cpu").run(result)
+    assert len(result.skipped) == 1 and "exclude pattern" in result.skipped[0][1]
