@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _kernels as K
 from ._plan import Plan
+from ._runtime import run
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 # float64 mean of finite values whose sum overflows: sum x * 2**-64 instead (exact scaling), then
@@ -25,9 +26,8 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _MEAN_RESCALE = 2.0**-64
 
 
-def _kernel(name, plan):
-    serial, parallel = K.KERNELS[name]
-    return parallel if plan.parallel else serial
+def _launch(name, plan, *args):
+    run(K.KERNELS[name], plan.parallel, *args)
 
 
 def _geometry(plan, src=None):
@@ -62,7 +62,7 @@ def _float_partials(plan, mode, scale=1.0, maxima=_NO_MAXIMA):
     """The float_sums kernel's compensated partials (total, compensation) per (output, chunk)."""
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _kernel("float_sums", plan)(*_geometry(plan), plan.tile, mode, scale, maxima, total, comp)
+    _launch("float_sums", plan, *_geometry(plan), plan.tile, mode, scale, maxima, total, comp)
     return total, comp
 
 
@@ -97,7 +97,7 @@ def _maxima(plan, dtype):
     wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
-    _kernel("max_keys", plan)(*_geometry(plan, src), plan.tile, is_float, inf_bits, partial, nans)
+    _launch("max_keys", plan, *_geometry(plan, src), plan.tile, is_float, inf_bits, partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         K.finish_max(partial, plan.nchunks, keys)
@@ -110,7 +110,7 @@ def _maxima(plan, dtype):
 def _int_sums(plan, squares):
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    _kernel("int_sums", plan)(*_geometry(plan), plan.tile, squares, low, high)
+    _launch("int_sums", plan, *_geometry(plan), plan.tile, squares, low, high)
     return low, high
 
 
@@ -155,7 +155,7 @@ def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
     maxima = _maxima(plan, dtype)
     wide = maxima.dtype
     totals = np.empty(_tasks(plan))
-    _kernel("int_sum_exp", plan)(*_geometry(plan), maxima, totals)
+    _launch("int_sum_exp", plan, *_geometry(plan), maxima, totals)
     result = np.empty(plan.n_kept, dtype=wide)
     fits = np.empty(plan.n_kept, dtype=np.bool_)
     K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, wide.type(np.iinfo(dtype).max),

@@ -19,6 +19,8 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
+from ._runtime import entry
+
 # reassociation lets LLVM vectorise the sums; fastmath=True would also assume no NaN/inf and
 # delete exactly the checks the contract depends on.
 FASTMATH = {"reassoc", "contract"}
@@ -625,7 +627,7 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
 # inputs take the serial one. The compensated steps must not be reassociated, so only the inner
 # _float_run carries FASTMATH.
 KERNELS = {
-    fn.__name__: (njit(fn), njit(fn, parallel=True))
+    fn.__name__: (entry(fn), entry(fn, parallel=True))
     for fn in (float_sums, max_keys, int_sums, int_sum_exp)
 }
 
@@ -644,7 +646,7 @@ def _combined_sum(out_total, out_comp, k, nchunks):
     return _compensated_result(total, comp)
 
 
-@njit
+@entry
 def finish_float_sums(out_total, out_comp, nchunks, divisor, result):
     """result[k] = (sum of the partials of output k) / divisor, rounded once to result's dtype
     (float32 or float64; float16 and bfloat16 results come back as float64 for NumPy to round)."""
@@ -652,7 +654,7 @@ def finish_float_sums(out_total, out_comp, nchunks, divisor, result):
         result[k] = _combined_sum(out_total, out_comp, k, nchunks) / divisor
 
 
-@njit
+@entry
 def finish_max(out_max, nchunks, result):
     for k in range(result.size):
         best = out_max[k * nchunks]
@@ -681,7 +683,7 @@ def _key_to_float64_impl(key, carrier):
     return None
 
 
-@njit
+@entry
 def finish_float_max(out_max, out_nans, nchunks, carrier, result):
     """Per-output float64 max from the tasks' float_keys and NaN counts (NaN wins)."""
     for k in range(result.size):
@@ -693,7 +695,7 @@ def finish_float_max(out_max, out_nans, nchunks, carrier, result):
         result[k] = np.nan if nans else key_to_float64(best, carrier)
 
 
-@njit
+@entry
 def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
     """max + log(sum of exp(x - max)), rounded once to result's dtype; a non-finite max (NaN, +inf,
     or -inf for an all -inf set) is the answer itself."""
@@ -702,7 +704,7 @@ def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
         result[k] = m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m
 
 
-@njit
+@entry
 def finish_int_mean(out_low, out_high, nchunks, count, result):
     """Exact mean truncated toward zero, as uint64 two's-complement bits."""
     count = _U64(count)
@@ -730,7 +732,7 @@ def finish_int_mean(out_low, out_high, nchunks, count, result):
         result[k] = _U64(0) - quotient if negative else quotient
 
 
-@njit
+@entry
 def finish_int_squares(out_low, nchunks, result):
     for k in range(result.size):
         total = _U64(0)
@@ -749,7 +751,7 @@ def _cast_like_impl(template, x):
     return lambda template, x: target(x)
 
 
-@njit
+@entry
 def finish_int_log_sum_exp(maxima, out_total, nchunks, count, type_max, result, fits):
     """trunc(max + log(sum)) exactly, in the widened type of ``maxima``; ``fits[k]`` is False where
     the true result exceeds ``type_max`` (the largest value of the input dtype). ``count`` is the

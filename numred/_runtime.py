@@ -1,0 +1,166 @@
+"""Process-level safety around Numba (DESIGN.md, "threads, processes, caching").
+
+- ``entry``: ``njit`` for the functions Python calls, cached on disk. Numba names cache files after
+  the function, not its options, so the ``parallel=True`` variant is compiled from a renamed copy.
+  When neither the package's ``__pycache__`` nor the user cache directory is writable, numred's own
+  functions fall back to a private per-user directory under the system temp directory, and with no
+  writable place at all they are compiled in memory: never an error at import.
+  Saving a compiled kernel to the cache holds an inter-process file lock, so that processes doing
+  their first calls at once cannot corrupt each other's cache index (numba#4807, #10128).
+- ``parallel_launch``: one parallel kernel at a time per process. Another thread that finds it busy
+  runs the serial variant, which computes the same chunks in the same order, so results do not change;
+  this keeps Numba's workqueue layer from aborting and OpenMP from oversubscribing the cores.
+  After ``fork`` a child of a parent that used OpenMP (GNU libgomp is not fork-safe) runs serial only.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import threading
+import types
+
+import numba
+from numba import njit
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no inter-process lock, first calls just compile
+    fcntl = None
+
+_PRIVATE_ROOT = os.path.join(tempfile.gettempdir(), f"numred-{os.getuid() if hasattr(os, 'getuid') else 0}")
+
+
+def _install_private_cache_locator() -> None:
+    """Register the last-resort cache locator with Numba (an internal API: skipped if it moved)."""
+    try:
+        from numba.core import caching
+
+        base = (caching._SourceFileBackedLocatorMixin, caching._CacheLocator)
+        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in Numba 0.62
+        locators = impl._locator_classes
+    except AttributeError:
+        return
+
+    class PrivateTempLocator(*base):
+        """numred's kernels only, in a directory this user owns and nobody else can write (cache
+        files are pickles: a directory others can write would let them run code here)."""
+
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(_PRIVATE_ROOT, "cache", self.get_suitable_cache_subpath(py_file))
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        def ensure_cache_path(self):
+            _ensure_private_dir(_PRIVATE_ROOT)
+            super().ensure_cache_path()
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not py_func.__module__.startswith("numred."):
+                return None
+            return super().from_function(py_func, py_file)
+
+    if not any(c.__name__ == PrivateTempLocator.__name__ for c in locators):
+        locators.append(PrivateTempLocator)
+
+
+def _ensure_private_dir(path: str) -> None:
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if hasattr(os, "getuid") and (
+        not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022
+    ):
+        raise OSError(f"{path} is not a private directory of this user")
+
+
+_install_private_cache_locator()
+
+
+def entry(fn=None, *, parallel: bool = False, **options):
+    """``njit(cache=True)`` for a function called from Python; usable as ``@entry`` or ``entry(fn, ...)``."""
+    if fn is None:
+        return lambda f: entry(f, parallel=parallel, **options)
+    if parallel:  # a renamed copy: its own cache files, next to the serial variant's
+        fn_copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        fn_copy.__qualname__ = fn.__qualname__ + "__parallel"
+        fn = fn_copy
+    try:
+        dispatcher = njit(fn, cache=True, parallel=parallel, **options)
+    except RuntimeError:  # "no locator available": nothing writable anywhere, compile in memory
+        return njit(fn, parallel=parallel, **options)
+    if _LockedSaveCache is not None and type(getattr(dispatcher, "_cache", None)) is _LockedSaveCache.__base__:
+        dispatcher._cache = _LockedSaveCache(dispatcher.py_func)
+    return dispatcher
+
+
+def _locked_save_cache_class():
+    """A FunctionCache whose saves hold an exclusive lock on a file next to the cache files.
+
+    Numba saves an entry by reading the function's index, picking the first free data-file number and
+    writing both; two processes compiling different signatures at once can pick the same number, and
+    then an index names another signature's machine code. Serialised saves cannot. Loads need no lock:
+    files are replaced atomically and an entry's data file is written only under its own key.
+    """
+    try:
+        from numba.core.caching import FunctionCache
+    except ImportError:
+        return None
+    if fcntl is None:
+        return None
+
+    class LockedSaveCache(FunctionCache):
+        def save_overload(self, sig, data):
+            try:
+                lock_file = open(os.path.join(self.cache_path, "numred-save.lock"), "a")
+            except OSError:  # the directory went away or read-only: Numba's own save handles that
+                return super().save_overload(sig, data)
+            with lock_file:
+                fcntl.flock(lock_file, fcntl.LOCK_EX)  # released when the file closes
+                return super().save_overload(sig, data)
+
+    return LockedSaveCache
+
+
+_LockedSaveCache = _locked_save_cache_class()
+
+
+# ---------------------------------------------------------------------------------------------
+# parallel launches
+# ---------------------------------------------------------------------------------------------
+_parallel_lock = threading.Lock()
+_parallel_allowed = True
+_parallel_used = False
+
+
+def run(kernels, want_parallel: bool, *args):
+    """Call the parallel variant of ``kernels = (serial, parallel)`` when wanted and safe, else the
+    serial one (same chunks, same order, same result)."""
+    global _parallel_used
+    serial, parallel = kernels
+    if want_parallel and _parallel_allowed and _parallel_lock.acquire(blocking=False):
+        try:
+            _parallel_used = True
+            return parallel(*args)
+        finally:
+            _parallel_lock.release()
+    return serial(*args)
+
+
+def _after_fork_in_child() -> None:
+    global _parallel_lock, _parallel_allowed
+    _parallel_lock = threading.Lock()  # the parent's may have been held by a thread that is gone
+    if _parallel_used:
+        try:
+            layer = numba.threading_layer()
+        except ValueError:  # never launched
+            layer = None
+        if layer != "tbb":  # only TBB survives fork (Numba docs); GNU OpenMP aborts the child
+            _parallel_allowed = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,249 @@
+"""Process-level reliability (numred/_runtime.py): Python threads, forked workers, the on-disk kernel
+cache (warm start, read-only installs, several processes compiling at once).
+
+Each scenario runs in a subprocess, so that an abort or a hang fails one test instead of the session.
+The checks inside compare with independent results: integer data whose exact sums NumPy's int64
+arithmetic gives, and float32 data against a float64 NumPy sum (within a float32 ulp).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import numred
+from numred import _compute, _runtime
+
+PACKAGE_DIR = Path(numred.__file__).parent
+
+pytestmark = pytest.mark.slow
+
+# The inputs and the independent expected values every subprocess checks its numred results with.
+CHECKS = textwrap.dedent(
+    """
+    import numpy as np, numred
+    rng = np.random.default_rng(7)
+    ints = rng.integers(-1000, 1000, size=(600, 1000), dtype=np.int64)     # parallel path
+    floats = rng.standard_normal((600, 1000)).astype(np.float32)
+
+    def check_all():
+        for axis in (0, 1):
+            n = ints.shape[axis]
+            sums = ints.sum(axis=axis)                                        # exact in int64
+            mean = np.sign(sums) * (np.abs(sums) // n)                        # truncated toward zero
+            assert np.array_equal(numred.reduce_mean(ints, axes=[axis], keepdims=0), mean)
+            assert np.array_equal(numred.reduce_sum_square(ints, axes=[axis], keepdims=0),
+                                  (ints * ints).sum(axis=axis))
+            wide = floats.astype(np.float64)
+            for got, want in (
+                (numred.reduce_mean(floats, axes=[axis], keepdims=0), wide.mean(axis=axis)),
+                (numred.reduce_sum_square(floats, axes=[axis], keepdims=0), (wide * wide).sum(axis=axis)),
+                (numred.reduce_log_sum_exp(floats, axes=[axis], keepdims=0),
+                 np.log(np.exp(wide).sum(axis=axis))),
+            ):
+                assert got.dtype == np.float32
+                assert np.all(np.abs(got - want) <= np.spacing(np.abs(want).astype(np.float32)) * 1.01)
+    """
+)
+
+
+def run_python(code: str, *, env: dict | None = None, timeout: float = 600):
+    """Run ``code`` in a fresh interpreter; return its stdout, failing on a non-zero exit."""
+    full_env = dict(os.environ, **(env or {}))
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=full_env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.parametrize("layer", ["default", "workqueue", "omp"])
+def test_eight_threads_at_once(layer):
+    # Numba's workqueue layer aborts the process when two threads launch parallel kernels together
+    # (DESIGN.md); numred lets one parallel launch run and gives the other threads the serial kernel.
+    env = {} if layer == "default" else {"NUMBA_THREADING_LAYER": layer}
+    code = CHECKS + textwrap.dedent(
+        """
+        import threading
+        check_all()                                   # compile first: the threads then only run
+        barrier = threading.Barrier(8)
+        failures = []
+        def worker():
+            barrier.wait()
+            try:
+                for _ in range(3):
+                    check_all()
+            except BaseException as error:
+                failures.append(repr(error))
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads: t.start()
+        for t in threads: t.join(timeout=300)
+        assert not any(t.is_alive() for t in threads), "deadlock"
+        assert not failures, failures
+        print("ok", numba.threading_layer())
+        """
+    ).replace("import threading", "import threading, numba")
+    out = run_python(code, env=env)
+    assert out.startswith("ok")
+    if layer != "default":
+        assert out.split()[1] == layer
+
+
+def test_forked_pool_after_parallel_kernels():
+    # GNU OpenMP aborts a forked child that starts a parallel region after the parent used one; numred's
+    # children of such a parent run the serial kernels.
+    code = CHECKS + textwrap.dedent(
+        """
+        import multiprocessing, numba
+        check_all()                                   # the parent runs parallel kernels
+        assert numba.threading_layer()
+        def task(i):
+            check_all()
+            return i
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            result = pool.map_async(task, range(6))
+            assert result.get(timeout=300) == list(range(6))
+        check_all()                                   # and the parent still can
+        print("ok", numba.threading_layer())
+        """
+    )
+    assert run_python(code).startswith("ok")
+
+
+WARM_START = textwrap.dedent(
+    """
+    import time
+    start = time.perf_counter()
+    import numpy as np, numred
+    x = np.ones((300, 300), np.float32)
+    results = [f(x, axes=[1]) for f in (numred.reduce_mean, numred.reduce_sum_square, numred.reduce_log_sum_exp)]
+    elapsed = time.perf_counter() - start
+    assert float(results[0][0, 0]) == 1.0 and float(results[1][0, 0]) == 300.0
+    assert abs(float(results[2][0, 0]) - (1 + np.log(300))) < 1e-5
+    from numred import _kernels
+    misses = sum(sum(d.stats.cache_misses.values()) for d in
+                 [v for pair in _kernels.KERNELS.values() for v in pair] +
+                 [getattr(_kernels, n) for n in dir(_kernels) if n.startswith("finish_")])
+    print(f"{elapsed:.3f} {misses}")
+    """
+)
+
+
+def test_warm_start_loads_kernels_from_the_disk_cache(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    cold_seconds, cold_misses = run_python(WARM_START, env=env).split()
+    assert int(cold_misses) > 0  # the cold process compiled (and saved) its kernels
+    warm = [run_python(WARM_START, env=env).split() for _ in range(3)]
+    assert all(int(misses) == 0 for _, misses in warm), warm  # nothing compiled: all from the cache
+    best = min(float(seconds) for seconds, _ in warm)
+    print(f"cold {float(cold_seconds):.2f} s, warm import + first calls: best {best:.2f} s of {warm}")
+    assert best < 1.5
+
+
+def _read_only_install(tmp_path: Path) -> Path:
+    """A copy of the package in a directory nobody may write, without any cache files."""
+    root = tmp_path / "site"
+    shutil.copytree(PACKAGE_DIR, root / "numred", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    return root
+
+
+def _without_root_privileges():
+    """root writes anywhere; a read-only test needs it to obey file modes (drop CAP_DAC_OVERRIDE)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot make directories read-only for this process")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+            "--inh-caps=-dac_override,-dac_read_search"]
+
+
+@pytest.mark.parametrize("temp_writable", [True, False], ids=["private-temp-cache", "no-cache-at-all"])
+def test_read_only_package_and_home(tmp_path, temp_writable):
+    site = _read_only_install(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir(mode=0o555)
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o755 if temp_writable else 0o555)
+    env = dict(os.environ, HOME=str(home), TMPDIR=str(temp), PYTHONPATH=str(site))
+    for name in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME"):
+        env.pop(name, None)
+    code = textwrap.dedent(
+        """
+        import numpy as np, numred, numred._runtime as r
+        assert numred.__file__.startswith(%r), numred.__file__
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        assert numred.reduce_mean(x, axes=[1]).ravel().tolist() == [1.5, 5.5, 9.5]
+        assert numred.reduce_sum_square(x, axes=[0]).ravel().tolist() == [80.0, 107.0, 140.0, 179.0]
+        print(r._PRIVATE_ROOT)
+        """ % str(site)
+    )
+    command = [*_without_root_privileges(), sys.executable, "-c", code]
+    for _ in range(2):  # the second run finds the cache the first one wrote, if any
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    assert not list(site.rglob("*.nbi")) and not list(home.rglob("*"))  # nothing written there
+    cached = list(temp.rglob("*.nbi"))
+    assert bool(cached) == temp_writable
+    if temp_writable:
+        assert (temp / f"numred-{os.getuid()}").stat().st_mode & 0o077 == 0  # a private directory
+
+
+def test_processes_compiling_at_once(tmp_path):
+    # Several cold processes compile and save the same functions for different signatures at once
+    # (numba#4807, #10128); numred serialises the saves. Then a warm process loads every entry.
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")])))
+    code = textwrap.dedent(
+        """
+        import sys, numpy as np, numred
+        dtype = np.dtype(sys.argv[1])
+        x = (np.arange(60_000) % 7).astype(dtype).reshape(300, 200)
+        exact = (np.arange(60_000) % 7).reshape(300, 200)
+        for axes in ([1], [0]):
+            a = axes[0]
+            assert np.array_equal(numred.reduce_sum_square(x, axes=axes, keepdims=0),
+                                  (exact * exact).sum(axis=a).astype(dtype))
+            got = numred.reduce_mean(x, axes=axes, keepdims=0)
+            want = exact.sum(axis=a) // exact.shape[a] if dtype.kind in "iu" else exact.mean(axis=a)
+            assert np.allclose(got, want, rtol=1e-6, atol=0), (got, want)
+        print("ok")
+        """
+    )
+    dtypes = ["float32", "int32", "float64", "int64"]
+    procs = [subprocess.Popen([sys.executable, "-c", code, d], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for d in dtypes]
+    for proc in procs:
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0 and out.strip() == "ok", err
+    for d in dtypes:  # a warm process per dtype: the index entries all point at the right code
+        result = subprocess.run([sys.executable, "-c", code, d], env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+@pytest.mark.parametrize("op", [_compute.mean, _compute.sum_square, _compute.log_sum_exp])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_serial_fallback_gives_the_parallel_bits(op, dtype, monkeypatch):
+    # A thread that finds the parallel kernel busy runs the serial one: same chunks, same order, so
+    # float results must be bit-identical, or results would depend on what other threads do.
+    from numred._frontend import CARRIERS, as_supported_array
+    from numred._plan import make_plan
+
+    x = as_supported_array(np.random.default_rng(3).standard_normal((700, 900)).astype(np.float32).astype(dtype))
+    for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
+        plan = make_plan(data.view(CARRIERS[data.dtype]), axes)
+        assert plan.parallel
+        parallel = op(plan, data.dtype)
+        monkeypatch.setattr(_runtime, "_parallel_allowed", False)
+        serial = op(plan, data.dtype)
+        monkeypatch.setattr(_runtime, "_parallel_allowed", True)
+        assert parallel.tobytes() == serial.tobytes()
