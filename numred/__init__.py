@@ -5,36 +5,214 @@ The behaviour of every edge case is the contract in docs/SEMANTICS.md.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Union
+
 import numpy as np
+import numpy.typing as npt
 
 from ._frontend import reduce as _reduce
 from ._registry import OPS_BY_NAME as _OPS
 
 __version__ = "0.1.0"
-__all__ = ["reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "__version__"]
+__all__ = ["reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "AxesLike", "__version__"]
+
+#: What ``axes`` accepts: None, an int, a sequence of ints or a 1-D integer array (ONNX gives int64).
+AxesLike = Union[int, Sequence[int], npt.NDArray[np.integer], None]
 
 
-def reduce_mean(data, axes=None, keepdims=1, noop_with_empty_axes=0) -> np.ndarray:
-    """ONNX ReduceMean (opset 18): the mean over ``axes``, accumulated exactly enough to round once.
+def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+                noop_with_empty_axes: int = 0) -> np.ndarray:
+    """ONNX ReduceMean (opset 18): the mean over ``axes``, in the input dtype.
 
-    Floats accumulate in float64 and round once to the input dtype; integers give the exact mean
-    truncated toward zero. An empty reduced set gives NaN for floats and raises ValueError for
-    integers. Returns a new array of the input dtype.
+    Floats accumulate in float64 and round once to the input dtype, so the mean of finite values is
+    finite even when their sum overflows. Integers give the exact mean truncated toward zero; no
+    intermediate wraps.
+
+    Parameters
+    ----------
+    data : array_like
+        The input: a NumPy array, or anything :func:`numpy.asarray` turns into one, of dtype
+        float32, float64, float16, bfloat16 (``ml_dtypes.bfloat16``), int32, int64, uint32 or
+        uint64. Any strides, byte order and rank (0 included). It is never modified.
+    axes : int, sequence of int, 1-D integer ndarray or None, optional
+        The axes to reduce, each in ``[-data.ndim, data.ndim - 1]``; negative values count from the
+        end and the order does not matter. None or empty: all axes, or none when
+        ``noop_with_empty_axes`` is 1. This is the ONNX operator's optional second input.
+    keepdims : {1, 0}, optional
+        1 (or True): reduced axes stay, with length 1. 0 (or False): they are removed.
+    noop_with_empty_axes : {0, 1}, optional
+        What None or empty ``axes`` means: 0 (or False), reduce all axes; 1 (or True), reduce none.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order): a 0-d array, not a NumPy scalar, for a
+        full reduction with ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, a copy of
+        ``data``. Over an empty set of elements, NaN for float dtypes.
+
+    Raises
+    ------
+    TypeError
+        The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
+    numpy.exceptions.AxisError
+        An axis is out of range (AxisError is a ValueError).
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array. Also an integer
+        mean over an empty set (there is no integer NaN).
+
+    See Also
+    --------
+    reduce_log_sum_exp, reduce_sum_square
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    >>> numred.reduce_mean(x, axes=[1])
+    array([[1.5],
+           [3.5]], dtype=float32)
+    >>> numred.reduce_mean(x, axes=[1], keepdims=0)
+    array([1.5, 3.5], dtype=float32)
+    >>> numred.reduce_mean(x, keepdims=0)
+    array(2.5, dtype=float32)
+
+    Integers are truncated toward zero, and the sum never wraps:
+
+    >>> numred.reduce_mean(np.int32([-1, -2]))
+    array([-1], dtype=int32)
+    >>> numred.reduce_mean(np.int32([2**31 - 1, 2**31 - 1]))
+    array([2147483647], dtype=int32)
+    >>> numred.reduce_mean(np.float32([]))
+    array([nan], dtype=float32)
     """
     return _reduce(_OPS["reduce_mean"], data, axes, keepdims, noop_with_empty_axes)
 
 
-def reduce_log_sum_exp(data, axes=None, keepdims=1, noop_with_empty_axes=0) -> np.ndarray:
-    """ONNX ReduceLogSumExp (opset 18): log(sum(exp(x))) over ``axes``, shifted by the max so that it
-    does not overflow. An empty reduced set gives -inf for floats and raises ValueError for integers;
-    integer results are truncated toward zero. Returns a new array of the input dtype.
+def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+                       noop_with_empty_axes: int = 0) -> np.ndarray:
+    """ONNX ReduceLogSumExp (opset 18): ``log(sum(exp(x)))`` over ``axes``, in the input dtype.
+
+    The maximum is subtracted before ``exp``, so large inputs do not overflow. Float dtypes sum
+    ``exp(x - max)`` with float64 accumulation and round once. Integer dtypes give the exact
+    result truncated toward zero.
+
+    Parameters
+    ----------
+    data : array_like
+        The input: a NumPy array, or anything :func:`numpy.asarray` turns into one, of dtype
+        float32, float64, float16, bfloat16 (``ml_dtypes.bfloat16``), int32, int64, uint32 or
+        uint64. Any strides, byte order and rank (0 included). It is never modified.
+    axes : int, sequence of int, 1-D integer ndarray or None, optional
+        The axes to reduce, each in ``[-data.ndim, data.ndim - 1]``; negative values count from the
+        end and the order does not matter. None or empty: all axes, or none when
+        ``noop_with_empty_axes`` is 1. This is the ONNX operator's optional second input.
+    keepdims : {1, 0}, optional
+        1 (or True): reduced axes stay, with length 1. 0 (or False): they are removed.
+    noop_with_empty_axes : {0, 1}, optional
+        What None or empty ``axes`` means: 0 (or False), reduce all axes; 1 (or True), reduce none.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, a copy of ``data``. Any NaN
+        gives NaN, otherwise a +inf gives +inf, and all -inf (or an empty set) gives -inf.
+
+    Raises
+    ------
+    TypeError
+        The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
+    numpy.exceptions.AxisError
+        An axis is out of range (AxisError is a ValueError).
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array. Also integer
+        data over an empty set (there is no integer -inf), and an integer result that does not fit
+        the dtype.
+
+    See Also
+    --------
+    reduce_mean, reduce_sum_square
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> numred.reduce_log_sum_exp(np.float32([1000, 1000]))
+    array([1000.6932], dtype=float32)
+    >>> numred.reduce_log_sum_exp(np.float64([[0, 0], [1, -np.inf]]), axes=1, keepdims=0)
+    array([0.69314718, 1.        ])
+    >>> numred.reduce_log_sum_exp(np.float32([-np.inf, -np.inf]))
+    array([-inf], dtype=float32)
+
+    Integer results are truncated toward zero (5 + log(1 + 5/e) = 6.04):
+
+    >>> numred.reduce_log_sum_exp(np.int64([5, 4, 4, 4, 4, 4]))
+    array([6])
     """
     return _reduce(_OPS["reduce_log_sum_exp"], data, axes, keepdims, noop_with_empty_axes)
 
 
-def reduce_sum_square(data, axes=None, keepdims=1, noop_with_empty_axes=0) -> np.ndarray:
-    """ONNX ReduceSumSquare (opset 18): sum(x * x) over ``axes``. Floats accumulate in float64 and
-    round once; integers wrap modulo 2**bits like ``np.sum(np.square(x, dtype=T), dtype=T)``. An empty
-    reduced set gives 0. Returns a new array of the input dtype.
+def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+                      noop_with_empty_axes: int = 0) -> np.ndarray:
+    """ONNX ReduceSumSquare (opset 18): ``sum(x * x)`` over ``axes``, in the input dtype.
+
+    Floats accumulate in float64 and round once (a sum beyond the dtype's range is inf). Integers
+    wrap modulo 2**bits, exactly like ``np.sum(np.square(x, dtype=T), dtype=T)``.
+
+    Parameters
+    ----------
+    data : array_like
+        The input: a NumPy array, or anything :func:`numpy.asarray` turns into one, of dtype
+        float32, float64, float16, bfloat16 (``ml_dtypes.bfloat16``), int32, int64, uint32 or
+        uint64. Any strides, byte order and rank (0 included). It is never modified.
+    axes : int, sequence of int, 1-D integer ndarray or None, optional
+        The axes to reduce, each in ``[-data.ndim, data.ndim - 1]``; negative values count from the
+        end and the order does not matter. None or empty: all axes, or none when
+        ``noop_with_empty_axes`` is 1. This is the ONNX operator's optional second input.
+    keepdims : {1, 0}, optional
+        1 (or True): reduced axes stay, with length 1. 0 (or False): they are removed.
+    noop_with_empty_axes : {0, 1}, optional
+        What None or empty ``axes`` means: 0 (or False), reduce all axes; 1 (or True), reduce none.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, ``data * data`` elementwise in
+        the input dtype. An empty set gives 0.
+
+    Raises
+    ------
+    TypeError
+        The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
+    numpy.exceptions.AxisError
+        An axis is out of range (AxisError is a ValueError).
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
+
+    See Also
+    --------
+    reduce_mean, reduce_log_sum_exp
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> numred.reduce_sum_square(np.float32([[1, 2], [3, 4]]))
+    array([[30.]], dtype=float32)
+    >>> numred.reduce_sum_square(np.float32([[1, 2], [3, 4]]), axes=[0], keepdims=0)
+    array([10., 20.], dtype=float32)
+
+    Integers wrap, they are not promoted:
+
+    >>> numred.reduce_sum_square(np.int32([50000, 50000]))
+    array([705032704], dtype=int32)
+    >>> numred.reduce_sum_square(np.int32([3, 50000]), axes=[], noop_with_empty_axes=1)
+    array([          9, -1794967296], dtype=int32)
     """
     return _reduce(_OPS["reduce_sum_square"], data, axes, keepdims, noop_with_empty_axes)

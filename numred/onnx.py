@@ -83,15 +83,38 @@ _SUPPORTED = frozenset(op.onnx_name for op in OPS)
 
 
 class BackendRep(onnx.backend.base.BackendRep):
-    """A prepared model: a ReferenceEvaluator whose nodes all run numred's kernels."""
+    """A prepared model: a ReferenceEvaluator whose nodes all run numred's kernels.
+
+    Made by :meth:`Backend.prepare`, which checks the model first.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        A model whose nodes are all ReduceMean, ReduceLogSumExp or ReduceSumSquare.
+    """
 
     def __init__(self, model: onnx.ModelProto):
+        # onnx's Backend.prepare has checked the model; ReferenceEvaluator binds the nodes to numred
         self._session = ReferenceEvaluator(model, new_ops=REFERENCE_OPS)
         initialized = {init.name for init in model.graph.initializer}
         self._inputs = [i.name for i in model.graph.input if i.name not in initialized]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        """Run the model on ``inputs``: a list in graph-input order, a dict by name, or one array."""
+        """Run the model.
+
+        Parameters
+        ----------
+        inputs : list of numpy.ndarray, dict or numpy.ndarray
+            The graph inputs that are not initializers: a list in graph-input order, a dict by
+            input name, or a single array for a one-input model.
+        **kwargs
+            Accepted for the ``BackendRep`` interface and ignored.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            The graph outputs, in order.
+        """
         if isinstance(inputs, dict):
             feeds = dict(inputs)
         else:
@@ -107,11 +130,23 @@ class Backend(onnx.backend.base.Backend):
     It accepts only models whose nodes are all ReduceMean, ReduceLogSumExp or ReduceSumSquare of the
     default domain, in any opset: any other node would be computed by onnx's NumPy reference, not by
     numred, and a result would be reported as numred's that is not. ``is_compatible`` says False for
-    such models (onnx's test runner then skips them) and ``prepare`` refuses them.
+    such models and ``prepare`` refuses them.
     """
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
+        """Whether ``device`` is the CPU, the only device numred runs on.
+
+        Parameters
+        ----------
+        device : str
+            An ONNX device string: ``"CPU"``, ``"CUDA"``, ``"CUDA:1"``...
+
+        Returns
+        -------
+        bool
+            True for ``"CPU"`` (any device id), False otherwise.
+        """
         try:
             return onnx.backend.base.Device(device).type == onnx.backend.base.DeviceType.CPU
         except (AttributeError, ValueError):  # an unknown device name
@@ -119,12 +154,54 @@ class Backend(onnx.backend.base.Backend):
 
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
+        """Whether this backend runs ``model``: every node is one of numred's three operators.
+
+        Parameters
+        ----------
+        model : onnx.ModelProto
+            The model.
+        device : str, optional
+            The device to run on; only the CPU is supported.
+        **kwargs
+            Ignored.
+
+        Returns
+        -------
+        bool
+            True when the device is the CPU and every node of the graph is ReduceMean,
+            ReduceLogSumExp or ReduceSumSquare of the default domain (any opset).
+        """
         return cls.supports_device(device) and all(
             node.domain == "" and node.op_type in _SUPPORTED for node in model.graph.node
         )
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> BackendRep:
+        """Check ``model`` and bind its nodes to numred, for repeated runs.
+
+        ``Backend.run_model(model, inputs)``, inherited from onnx, is ``prepare(model).run(inputs)``.
+
+        Parameters
+        ----------
+        model : onnx.ModelProto
+            The model; :func:`onnx.checker.check_model` must accept it.
+        device : str, optional
+            The device to run on; only the CPU is supported.
+        **kwargs
+            Ignored.
+
+        Returns
+        -------
+        BackendRep
+            The prepared model; call its ``run`` method.
+
+        Raises
+        ------
+        NotImplementedError
+            The device is not the CPU, or a node is not one of the three operators.
+        onnx.checker.ValidationError
+            The model is not valid ONNX.
+        """
         super().prepare(model, device, **kwargs)  # onnx.checker.check_model
         if not cls.is_compatible(model, device):
             others = sorted({n.op_type for n in model.graph.node} - _SUPPORTED)
@@ -137,6 +214,41 @@ class Backend(onnx.backend.base.Backend):
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU", outputs_info=None,
                  **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Run a single node.
+
+        Parameters
+        ----------
+        node : onnx.NodeProto
+            A ReduceMean, ReduceLogSumExp or ReduceSumSquare node, with ``axes`` as an attribute
+            (opsets 1-13) or as its second input (opset 18).
+        inputs : list of numpy.ndarray
+            The node's inputs in order; None for an omitted optional input.
+        device : str, optional
+            The device to run on; only the CPU is supported.
+        outputs_info : optional
+            Ignored (the output types and shapes follow from the inputs).
+        **kwargs
+            ``opset_version=N`` checks the node against that opset (default: the latest).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            The node's output.
+
+        Raises
+        ------
+        NotImplementedError
+            The device is not the CPU, or the node is another operator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from onnx import helper
+        >>> from numred.onnx import Backend
+        >>> node = helper.make_node("ReduceSumSquare", ["x"], ["y"], axes=[0], keepdims=0)
+        >>> Backend.run_node(node, [np.float32([[1, 2], [3, 4]])], opset_version=13)
+        (array([10., 20.], dtype=float32),)
+        """
         super().run_node(node, inputs, device, outputs_info, **kwargs)  # onnx.checker.check_node
         if not (cls.supports_device(device) and node.op_type in _SUPPORTED and node.domain == ""):
             raise NotImplementedError(f"numred's backend cannot run {node.op_type!r} on {device!r}")

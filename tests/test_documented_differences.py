@@ -1,0 +1,138 @@
+"""Every onnxruntime and onnx-reference cell of docs/operators.md that differs from numred.
+
+The page documents what the other runtimes do where they part from the contract; this file runs the
+same opset-18 models through them. A failure means a new onnxruntime or onnx release changed
+behaviour: update the page (and this table) rather than the expectation alone.
+"""
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+I32_MAX, I32_MIN, I64_MAX = 2**31 - 1, -(2**31), 2**63 - 1
+
+
+def _model(op, x, axes, keepdims, noop):
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    inputs = [helper.make_tensor_value_info("x", elem, x.shape)]
+    if axes is not None:
+        inputs.append(helper.make_tensor_value_info("axes", TensorProto.INT64, [len(axes)]))
+    node = helper.make_node(op, [i.name for i in inputs], ["y"], keepdims=keepdims, noop_with_empty_axes=noop)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", elem, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _run(runtime, op, x, axes=None, keepdims=1, noop=0):
+    model = _model(op, x, axes, keepdims, noop)
+    feeds = {"x": x} if axes is None else {"x": x, "axes": np.array(axes, dtype=np.int64)}
+    if runtime == "onnx reference":
+        return ReferenceEvaluator(model).run(None, feeds)[0]
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # the expected failures would print errors
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def equals(values, dtype):
+    want = np.array(values, dtype=dtype)
+
+    def check(got):
+        assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape)
+        np.testing.assert_array_equal(got, want)
+    return check
+
+
+def raises(exc=Exception, match=None):
+    return ("raises", exc, match)
+
+
+def satisfies(predicate, text):
+    def check(got):
+        assert predicate(got), f"{text}: got {got!r}"
+    return check
+
+
+F32, F64, BF16 = np.float32, np.float64, ml_dtypes.bfloat16
+ORT, REF = "onnxruntime", "onnx reference"
+
+# (runtime, op, x, axes, keepdims, noop, expectation, the cell it checks)
+CLAIMS = [
+    # all three operators
+    (ORT, "ReduceMean", F32([[1, 2]]), [2], 1, 0, raises(match="FAIL"), "axis out of range fails"),
+    (REF, "ReduceMean", F32([[1, 2]]), [2], 1, 0, raises(np.exceptions.AxisError), "axis out of range"),
+    (ORT, "ReduceMean", F32([[1, 2]]), [1, -1], 1, 0, equals([[1.5]], F32), "duplicate axes reduced once"),
+    (REF, "ReduceMean", F32([[1, 2]]), [1, 1], 1, 0, raises(ValueError), "duplicate axes"),
+    (ORT, "ReduceMean", F32([1, 2]), None, 2, 0, equals(1.5, F32), "keepdims=2 read as 0"),
+    (REF, "ReduceMean", F32([1, 2]), None, 2, 0, equals([1.5], F32), "keepdims=2 read as 1"),
+    (ORT, "ReduceSumSquare", F32([1, 2]), [], 1, 2, equals([5], F32), "noop_with_empty_axes=2 read as 0"),
+    (REF, "ReduceSumSquare", F32([1, 2]), [], 1, 2, equals([1, 4], F32), "noop_with_empty_axes=2 read as 1"),
+    (REF, "ReduceLogSumExp", F32(3), None, 0, 0, raises(TypeError), "rank-0 ReduceLogSumExp"),
+    # ReduceMean
+    *[(ORT, "ReduceMean", np.array([1, 2], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
+       f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],
+    (ORT, "ReduceMean", np.full(10**6, 0.1, F32), None, 1, 0,
+     satisfies(lambda y: abs(float(y[0]) - 0.1) > 1e-5, "float32 accumulation"), "float32 mean of 1e6 x 0.1"),
+    (REF, "ReduceMean", np.full(10**6, 0.1, F32), None, 1, 0,
+     satisfies(lambda y: y[0] != F32(0.1), "input-type accumulation"), "float32 mean of 1e6 x 0.1"),
+    (REF, "ReduceMean", np.full(10**4, 0.1, BF16), None, 1, 0,
+     satisfies(lambda y: float(y[0]) < 0.01, "bfloat16 accumulation"), "bfloat16 mean of 1e4 x 0.1"),
+    *[(rt, "ReduceMean", x, None, 1, 0, equals([np.inf], x.dtype), "float overflow")
+      for rt in (ORT, REF) for x in (F64([1.7e308, 1.7e308]), F32([3e38, 3e38]))],
+    (ORT, "ReduceMean", np.zeros((2, 0), F32), [1], 1, 0, equals([[0], [0]], F32), "empty set, floats: 0"),
+    (ORT, "ReduceMean", np.zeros(0, np.int32), None, 1, 0, equals([0], np.int32), "empty set, integers: 0"),
+    (REF, "ReduceMean", np.zeros(0, np.int32), None, 1, 0, equals([I32_MIN], np.int32), "empty set, integers"),
+    (ORT, "ReduceMean", np.int64([2**53 + 1, 2**53 + 2]), None, 1, 0, equals([2**53], np.int64), "through double"),
+    (REF, "ReduceMean", np.int64([2**53 + 1, 2**53 + 2]), None, 1, 0, equals([2**53 + 2], np.int64), "float64 division"),
+    (REF, "ReduceMean", np.int32([I32_MAX, I32_MAX]), None, 1, 0, equals([-1], np.int32), "sum wraps"),
+    # ReduceLogSumExp
+    (ORT, "ReduceLogSumExp", np.array([1, 2], dtype=BF16), None, 1, 0, raises(RuntimeError, "can't be converted"),
+     "a bfloat16 kernel, but no ml_dtypes input"),
+    *[(REF, "ReduceLogSumExp", np.array([1, 2], dtype=t), None, 1, 0, raises(TypeError), "integers refused")
+      for t in (np.int32, np.int64, np.uint32, np.uint64)],
+    (REF, "ReduceLogSumExp", F32([1, np.inf]), [], 1, 1, equals([1, np.nan], F32), "noop turns +inf into NaN"),
+    (REF, "ReduceLogSumExp", F32([-np.inf, -np.inf]), None, 1, 0, equals([np.nan], F32), "all -inf gives NaN"),
+    (REF, "ReduceLogSumExp", F32([np.inf, -np.inf]), None, 1, 0, equals([np.nan], F32), "[inf, -inf] gives NaN"),
+    (ORT, "ReduceLogSumExp", np.zeros(0, np.int32), None, 1, 0, equals([I32_MIN], np.int32), "empty set: INT_MIN"),
+    (ORT, "ReduceLogSumExp", np.int32([5, 4, 4, 4, 4, 4]), None, 1, 0, equals([5], np.int32), "exp in integers"),
+    (ORT, "ReduceLogSumExp", np.int32([I32_MAX] * 3), None, 1, 0, equals([I32_MAX], np.int32), "clamped"),
+    # ReduceSumSquare
+    *[(ORT, "ReduceSumSquare", np.array([1, 2], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
+       f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],
+    (REF, "ReduceSumSquare", np.int32([3, 4]), None, 1, 0, equals([25], np.int64), "int32 gives int64"),
+    (REF, "ReduceSumSquare", np.uint32([3, 4]), None, 1, 0, equals([25], np.uint64), "uint32 gives uint64"),
+    (ORT, "ReduceSumSquare", np.int32([50000]), [], 1, 1, equals([I32_MAX], np.int32), "noop saturates"),
+    (REF, "ReduceSumSquare", np.int32([50000]), [], 1, 1, equals([-1794967296], np.int64), "noop: wraps, int64"),
+    (REF, "ReduceSumSquare", np.zeros(0, np.int32), None, 1, 0, equals([0], np.int64), "empty set: int64 0"),
+    (REF, "ReduceSumSquare", np.zeros((0, 3), np.int32), [1], 1, 0, equals(np.zeros((0, 1)), np.int64),
+     "empty kept set: int64"),
+    (ORT, "ReduceSumSquare", np.int32([50000, 50000]), None, 1, 0, equals([I32_MAX], np.int32), "saturates"),
+    (ORT, "ReduceSumSquare", np.int64([2**32, 1]), None, 1, 0, equals([I64_MAX], np.int64), "saturates"),
+    (REF, "ReduceSumSquare", np.int32([50000, 50000]), None, 1, 0, equals([-3589934592], np.int64),
+     "int32 squares wrap, summed in int64"),
+]
+
+
+@pytest.mark.parametrize("runtime,op,x,axes,keepdims,noop,expect,cell", CLAIMS,
+                         ids=[f"{c[0]}-{c[1]}-{c[7]}" for c in CLAIMS])
+def test_documented_difference(runtime, op, x, axes, keepdims, noop, expect, cell):
+    if isinstance(expect, tuple):
+        _, exc, match = expect
+        with pytest.raises(exc) as info:
+            _run(runtime, op, x, axes, keepdims, noop)
+        if match:
+            assert match in str(info.value)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the reference's NaN casts and overflows
+        got = _run(runtime, op, x, axes, keepdims, noop)
+    expect(got)
