@@ -67,11 +67,16 @@ def _float_partials(plan, mode, scale=1.0, maxima=_NO_MAXIMA):
 
 
 def _float_sums(plan, mode, scale=1.0, divisor=1.0, result_dtype=np.float64):
-    """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``."""
-    total, comp = _float_partials(plan, mode, scale)
+    """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``, and whether
+    they are all finite."""
     result = np.empty(plan.n_kept, dtype=result_dtype)
+    if not plan.parallel and scale == 1.0:
+        finite = K.serial_float_sums(plan.src, plan.base, plan.dims, plan.kept_ndim, plan.tile, mode,
+                                     float(divisor), result)
+        return result, finite
+    total, comp = _float_partials(plan, mode, scale)
     K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
-    return result
+    return result, bool(np.isfinite(result).all())
 
 
 def _direct_float(dtype):
@@ -121,36 +126,46 @@ def _wrap_to(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def mean(plan: Plan, dtype: np.dtype) -> np.ndarray:
-    if dtype.kind == "f" or dtype == BFLOAT16:
-        means = _float_sums(plan, K.SUM, divisor=plan.n_reduced, result_dtype=_direct_float(dtype))
-        if dtype == np.float64:
+    if dtype in FLOAT_BITS:
+        means, finite = _float_sums(plan, K.SUM, divisor=plan.n_reduced, result_dtype=_direct_float(dtype))
+        if dtype == np.float64 and not finite:  # inf/NaN inputs or an overflowing sum of finite values
             overflowed = ~np.isfinite(means)
-            if overflowed.any():  # inf/NaN inputs or an overflowing sum of finite values
-                rescaled = _float_sums(plan, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced) / _MEAN_RESCALE
-                means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
+            rescaled = _float_sums(plan, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
+            means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
         return means if means.dtype == dtype else round_float64_to(means, dtype)
-    low, high = _int_sums(plan, squares=False)
     result = np.empty(plan.n_kept, dtype=np.uint64)
-    K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
+    if not plan.parallel:
+        K.serial_int_sums(plan.src, plan.base, plan.dims, plan.kept_ndim, plan.tile, False, plan.n_reduced, result)
+    else:
+        low, high = _int_sums(plan, squares=False)
+        K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
     return _wrap_to(result, dtype)
 
 
 def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
-    if dtype.kind == "f" or dtype == BFLOAT16:
-        sums = _float_sums(plan, K.SUM_SQUARES, result_dtype=_direct_float(dtype))
+    if dtype in FLOAT_BITS:
+        sums = _float_sums(plan, K.SUM_SQUARES, result_dtype=_direct_float(dtype))[0]
         return sums if sums.dtype == dtype else round_float64_to(sums, dtype)
-    low, _ = _int_sums(plan, squares=True)
     result = np.empty(plan.n_kept, dtype=np.uint64)
-    K.finish_int_squares(low, plan.nchunks, result)
+    if not plan.parallel:
+        K.serial_int_sums(plan.src, plan.base, plan.dims, plan.kept_ndim, plan.tile, True, plan.n_reduced, result)
+    else:
+        low, _ = _int_sums(plan, squares=True)
+        K.finish_int_squares(low, plan.nchunks, result)
     return _wrap_to(result, dtype)
 
 
 def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
-    if dtype.kind == "f" or dtype == BFLOAT16:
-        maxima = _maxima(plan, dtype)
-        total, comp = _float_partials(plan, K.SUM_EXP, maxima=maxima)
+    if dtype in FLOAT_BITS:
         result = np.empty(plan.n_kept, dtype=_direct_float(dtype))
-        K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
+        if not plan.parallel:
+            key_dtype, inf_bits = FLOAT_BITS[dtype]
+            K.serial_float_log_sum_exp(plan.src, plan.src.view(key_dtype), inf_bits, plan.base, plan.dims,
+                                       plan.kept_ndim, plan.tile, result)
+        else:
+            maxima = _maxima(plan, dtype)
+            total, comp = _float_partials(plan, K.SUM_EXP, maxima=maxima)
+            K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
         return result if result.dtype == dtype else round_float64_to(result, dtype)
     maxima = _maxima(plan, dtype)
     wide = maxima.dtype

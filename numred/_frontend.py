@@ -2,6 +2,7 @@
 and no-op cases. Everything that can be wrong about a call is found here, before any kernel runs."""
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Sequence
@@ -46,6 +47,8 @@ def as_supported_array(data) -> np.ndarray:
 
 def as_flag(value, name: str) -> int:
     """keepdims and noop_with_empty_axes: 0, 1, False or True, as Python or NumPy values."""
+    if type(value) is int and (value == 0 or value == 1):  # the common case, first
+        return value
     if isinstance(value, (bool, np.bool_, int, np.integer)) and value in (0, 1):
         return int(value)
     raise ValueError(f"{name} must be 0 or 1 (or False/True), got {value!r}")
@@ -61,9 +64,13 @@ def reduced_axes(axes, ndim: int) -> tuple[int, ...]:
     """The normalised, sorted axes named by ``axes``; () when none are named (None or empty)."""
     if axes is None:
         return ()
-    if type(axes) is int:  # the common case, without the general machinery
+    if type(axes) is int:  # the common cases, without the general machinery
         if -ndim <= axes < ndim:
             return (axes % ndim,)
+    elif type(axes) is list or type(axes) is tuple:
+        normalized = sorted(a % ndim for a in axes if type(a) is int and -ndim <= a < ndim)
+        if len(normalized) == len(axes) and len(set(normalized)) == len(normalized):
+            return tuple(normalized)
     if isinstance(axes, np.ndarray):
         if axes.ndim > 1:
             raise ValueError(f"axes must be a 1-D integer array, got an array of shape {axes.shape}")
@@ -79,6 +86,16 @@ def reduced_axes(axes, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(normalize_axis_tuple(values, ndim, argname="axes")))
 
 
+@functools.lru_cache(maxsize=4096)
+def _output_geometry(shape, axes, keepdims):
+    """(output shape, output size, reduced count): cached, as calls on one shape repeat."""
+    if keepdims:
+        out_shape = tuple(1 if a in axes else n for a, n in enumerate(shape))
+    else:
+        out_shape = tuple(n for a, n in enumerate(shape) if a not in axes)
+    return out_shape, math.prod(out_shape), math.prod(shape[a] for a in axes)
+
+
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     x = as_supported_array(data)
     keepdims = as_flag(keepdims, "keepdims")
@@ -89,12 +106,7 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
             return op.noop(x)
         axes = tuple(range(x.ndim))
 
-    if keepdims:
-        out_shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
-    else:
-        out_shape = tuple(n for a, n in enumerate(x.shape) if a not in axes)
-    n_out = math.prod(out_shape)
-    n_reduced = math.prod(x.shape[a] for a in axes)
+    out_shape, n_out, n_reduced = _output_geometry(x.shape, axes, keepdims)
 
     if n_out == 0:
         return np.empty(out_shape, dtype=x.dtype)
@@ -108,5 +120,6 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
             return np.full(out_shape, op.empty_int, dtype=x.dtype)
         return np.full(out_shape, op.empty_float, dtype=x.dtype)
 
-    plan = make_plan(x.view(CARRIERS[x.dtype]), axes)
+    carrier = CARRIERS[x.dtype]
+    plan = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
     return op.compute(plan, x.dtype).reshape(out_shape)

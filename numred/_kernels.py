@@ -776,3 +776,57 @@ def finish_int_log_sum_exp(maxima, out_total, nchunks, count, type_max, result, 
         else:
             # negative with a fractional tail: truncation toward zero rounds up
             result[k] = m + whole + cast_like(m, count > 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# serial drivers: a whole small reduction in one call
+# ---------------------------------------------------------------------------------------------
+# Below the parallel threshold (one chunk per output, so nchunks is 1) the kernels and the finish
+# run in a single compiled call: each extra call from Python costs about 1 us of Numba dispatch,
+# which is most of the time of a small reduction. Same functions, same order: same results.
+_float_sums_serial = KERNELS["float_sums"][0]
+_max_keys_serial = KERNELS["max_keys"][0]
+_int_sums_serial = KERNELS["int_sums"][0]
+
+
+@entry
+def serial_float_sums(src, base, dims, kept_ndim, tile, mode, divisor, result):
+    """Float mean (mode SUM, divisor n) or sum of squares into result; False if any result is not
+    finite (the float64 mean then retries scaled)."""
+    n = result.size
+    total = np.empty(n)
+    comp = np.empty(n)
+    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, mode, 1.0, np.empty(0), total, comp)
+    finish_float_sums(total, comp, 1, divisor, result)
+    for k in range(n):
+        if not math.isfinite(result[k]):
+            return False
+    return True
+
+
+@entry
+def serial_float_log_sum_exp(src, keys, inf_bits, base, dims, kept_ndim, tile, result):
+    """Float log-sum-exp into result; ``keys`` is src's memory viewed as signed integers."""
+    n = result.size
+    partial = np.empty(n, dtype=np.int64)
+    nans = np.empty(n, dtype=np.int64)
+    _max_keys_serial(keys, base, dims, kept_ndim, 1, tile, True, inf_bits, partial, nans)
+    maxima = np.empty(n)
+    finish_float_max(partial, nans, 1, src[:0], maxima)
+    total = np.empty(n)
+    comp = np.empty(n)
+    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, SUM_EXP, 1.0, maxima, total, comp)
+    finish_float_log_sum_exp(total, comp, 1, maxima, result)
+
+
+@entry
+def serial_int_sums(src, base, dims, kept_ndim, tile, squares, count, result):
+    """Integer exact mean (squares False) or wrapping sum of squares into result, as uint64 bits."""
+    n = result.size
+    low = np.empty(n, dtype=np.uint64)
+    high = np.empty(n, dtype=np.uint64)
+    _int_sums_serial(src, base, dims, kept_ndim, 1, tile, squares, low, high)
+    if squares:
+        finish_int_squares(low, 1, result)
+    else:
+        finish_int_mean(low, high, 1, count, result)

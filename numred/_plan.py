@@ -26,6 +26,7 @@ MAX_CHUNKS = 16
 # Outputs one task reduces together when the reduced axis is not the contiguous one (see Plan.tile):
 # whole rows when they fit, so that memory is read in order.
 MAX_TILE = 1 << 14
+MIN_SERIAL_TILE = 8
 
 
 @dataclass(slots=True)
@@ -84,8 +85,10 @@ def _layout(shape, strides, itemsize, reduced_axes):
     n_reduced = math.prod(n for n, _ in reduced_dims)
     # A leading reduced axis over contiguous kept elements (RK, KRK): walking one output's reduced
     # elements would stride through memory, so a task reads whole rows of a tile of outputs instead.
+    # (Below the parallel threshold a narrow tile saves nothing and costs its accumulator arrays.)
+    parallel = n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS
     tile = 1
-    if kept_dims[-1][1] == 1 and reduced_dims[-1][1] != 1:
+    if kept_dims[-1][1] == 1 and reduced_dims[-1][1] != 1 and (parallel or kept_dims[-1][0] >= MIN_SERIAL_TILE):
         tile = min(kept_dims[-1][0], MAX_TILE)
     n_tiles = n_kept // kept_dims[-1][0] * -(-kept_dims[-1][0] // tile)
     nchunks = 1
@@ -94,8 +97,7 @@ def _layout(shape, strides, itemsize, reduced_axes):
     nk, nr = len(kept_dims), len(reduced_dims)
     dims = np.array([d[0] for d in kept_dims] + [d[1] for d in kept_dims]
                     + [d[0] for d in reduced_dims] + [d[1] for d in reduced_dims], dtype=np.int64)
-    return (span, base, dims, nk,
-            n_kept, n_reduced, nchunks, tile, n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS)
+    return span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel
 
 
 def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
