@@ -109,19 +109,6 @@ def _as_bits_impl(x):
     return None
 
 
-def sign_word(x):
-    """The high 64 bits of an integer element sign-extended to 128 bits."""
-
-
-@overload(sign_word)
-def _sign_word_impl(x):
-    if isinstance(x, types.Integer):
-        if x.signed:
-            return lambda x: np.uint64(np.int64(x) >> np.int64(63))
-        return lambda x: np.uint64(0)
-    return None
-
-
 # ---------------------------------------------------------------------------------------------
 # scalar helpers
 # ---------------------------------------------------------------------------------------------
@@ -393,13 +380,6 @@ def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, o
 # ---------------------------------------------------------------------------------------------
 # integer kernels
 # ---------------------------------------------------------------------------------------------
-@njit
-def _add128(low, high, x):
-    """(low, high) += x sign-extended to 128 bits, all in uint64 two's complement."""
-    new_low = low + as_bits(x)
-    return new_low, high + sign_word(x) + _U64(new_low < low)
-
-
 def high_half(x):
     """x >> 32 as int64 (arithmetic for signed x): with the low 32 bits, x = high * 2**32 + low."""
 
@@ -446,46 +426,79 @@ def _add_halves128(low, high, low_sum, high_sum):
     return new_low, high + np.uint64(high_sum >> 32) + _U64(new_low < low)
 
 
+@njit
+def _int_columns(row, squares, low_acc, high_acc):
+    """Per column of a tile row (contiguous): low_acc += x * x (wrapping) when ``squares``, else the
+    32-bit halves of x into low_acc and high_acc (carry-free, so the loop vectorises)."""
+    if squares:
+        for i in range(row.size):
+            bits = as_bits(row[i])
+            low_acc[i] += bits * bits
+    else:
+        for i in range(row.size):
+            low_acc[i] += as_bits(row[i]) & _U64(0xFFFFFFFF)
+            high_acc[i] += high_half(row[i])
+
+
+@njit
+def _fold_halves(low_acc, high_acc, low, high, squares):
+    """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them."""
+    width = low.size
+    for i in range(low_acc.size):
+        w = i % width
+        if squares:
+            low[w] += low_acc[i]
+        else:
+            low[w], high[w] = _add_halves128(low[w], high[w], low_acc[i], high_acc[i])
+        low_acc[i] = 0
+        high_acc[i] = 0
+
+
 def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_high):
     """squares=False: exact 128-bit two's-complement sum (low, high words);
-    squares=True: sum of x*x modulo 2**64 (low word only). Tiles as in float_sums."""
+    squares=True: sum of x*x modulo 2**64 (low word only). Tiles (and wide rows) as in float_sums."""
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     run_length = rshape[-1]
     step = rstrides[-1]
-    kstep = kstrides[-1]
     for task in prange(_n_tasks(kshape, tile, nchunks)):
         k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
         origin = base + _offset_of(k0, kshape, kstrides)
         low = np.zeros(width, dtype=np.uint64)
         high = np.zeros(width, dtype=np.uint64)
-        while pos < end:
-            offset = origin + _offset_of(pos, rshape, rstrides)
-            n = min(run_length - pos % run_length, end - pos)
-            if tile == 1:
-                run_low = low[0]
-                run_high = high[0]
+        if tile == 1:
+            while pos < end:
+                offset = origin + _offset_of(pos, rshape, rstrides)
+                n = min(run_length - pos % run_length, end - pos)
                 if squares:
                     for i in range(n):
                         bits = as_bits(src[offset + i * step])
-                        run_low += bits * bits
+                        low[0] += bits * bits
                 else:
                     for b in range(0, n, HALVES_BLOCK):
                         low_sum, high_sum = _halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
-                        run_low, run_high = _add_halves128(run_low, run_high, low_sum, high_sum)
-                low[0] = run_low
-                high[0] = run_high
-            else:
-                for j in range(n):
-                    row = offset + j * step
-                    if squares:
-                        for w in range(width):
-                            bits = as_bits(src[row + w * kstep])
-                            low[w] += bits * bits
-                    else:
-                        for w in range(width):
-                            low[w], high[w] = _add128(low[w], high[w], src[row + w * kstep])
-            pos += n
+                        low[0], high[0] = _add_halves128(low[0], high[0], low_sum, high_sum)
+                pos += n
+        else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
+            m = _rows_per_wide_row(width, step)
+            low_acc = np.zeros(m * width, dtype=np.uint64)
+            high_acc = np.zeros(m * width, dtype=np.int64)
+            rows = 0
+            while pos < end:
+                offset = origin + _offset_of(pos, rshape, rstrides)
+                n = min(run_length - pos % run_length, end - pos)
+                j = 0
+                while j < n:
+                    span = m if n - j >= m else 1  # m back-to-back rows read as one wide row
+                    start = offset + j * step
+                    _int_columns(src[start:start + span * width], squares, low_acc, high_acc)
+                    j += span
+                    rows += span
+                    if rows >= HALVES_BLOCK:
+                        _fold_halves(low_acc, high_acc, low, high, squares)
+                        rows = 0
+                pos += n
+            _fold_halves(low_acc, high_acc, low, high, squares)
         for w in range(width):
             out_low[(k0 + w) * nchunks + c] = low[w]
             out_high[(k0 + w) * nchunks + c] = high[w]
