@@ -41,7 +41,7 @@ import numred
 
 from ._registry import OPS
 
-__all__ = ["REFERENCE_OPS", "ReduceMean", "ReduceLogSumExp", "ReduceSumSquare", "Backend", "BackendRep"]
+__all__ = ["REFERENCE_OPS", "Backend", "BackendRep"]  # and the classes of REFERENCE_OPS, by name
 
 
 class _NumredReduce(OpRun):
@@ -77,8 +77,10 @@ def _reference_op(op) -> type[OpRun]:
 #: The operator classes to pass as ``ReferenceEvaluator(model, new_ops=REFERENCE_OPS)``: one per
 #: operator of numred (ReduceMean, ReduceLogSumExp, ReduceSumSquare), built from the op registry.
 REFERENCE_OPS: list[type[OpRun]] = [_reference_op(op) for op in OPS]
-ReduceMean, ReduceLogSumExp, ReduceSumSquare = REFERENCE_OPS
+# each class also under its operator name: numred.onnx.ReduceMean, ...
+globals().update({cls.__name__: cls for cls in REFERENCE_OPS})
 
+__all__ += [cls.__name__ for cls in REFERENCE_OPS]
 _SUPPORTED = frozenset(op.onnx_name for op in OPS)
 
 
