@@ -52,21 +52,23 @@ _bits_to_float64 = _bitcast(types.int64, types.float64)
 _float64_to_bits = _bitcast(types.float64, types.int64)
 
 
+_HALF_REBIAS = 2.0**1008  # 2**(1023 - 15): float64 exponent bias minus float16's
+
+
 @njit
 def _half_bits_to_float64(h):
-    # IEEE binary16 -> float64 with integer operations only: LLVM's half type crashes on CPUs
-    # without F16C (DESIGN.md), and this form covers subnormals, inf and NaN bit-exactly.
-    h32 = np.uint32(h)
-    sign = (h32 & np.uint32(0x8000)) << np.uint32(16)
-    magnitude = h32 & np.uint32(0x7FFF)
-    if magnitude >= np.uint32(0x7C00):  # inf or NaN: all-ones exponent, payload kept
-        bits = sign | np.uint32(0x7F800000) | ((magnitude & np.uint32(0x3FF)) << np.uint32(13))
-        return np.float64(_bits_to_float32(bits))
-    if magnitude >= np.uint32(0x0400):  # normal: rebias the exponent by 127 - 15 = 112
-        bits = sign | ((magnitude << np.uint32(13)) + np.uint32(112 << 23))
-        return np.float64(_bits_to_float32(bits))
-    value = np.float64(magnitude) * 5.9604644775390625e-08  # subnormal: magnitude * 2**-24, exact
-    return -value if sign else value
+    # IEEE binary16 -> float64 with integer operations and one exact multiply, without branches so
+    # that loops over float16 data vectorise. LLVM's half type crashes on CPUs without F16C
+    # (DESIGN.md). Subnormals, inf and NaN (with its payload) come out bit-exact.
+    h64 = _U64(h)
+    magnitude = h64 & _U64(0x7FFF)
+    sign = (h64 & _U64(0x8000)) << _U64(48)
+    # A half's exponent and mantissa fields moved into float64's read as 2**-1008 times its value,
+    # for normal and subnormal halves alike.
+    finite = _bits_to_float64(np.int64(magnitude << _U64(42))) * _HALF_REBIAS
+    special = _U64(0x7FF0000000000000) | ((magnitude & _U64(0x3FF)) << _U64(42))  # inf, NaN
+    bits = special if magnitude >= _U64(0x7C00) else _U64(_float64_to_bits(finite))
+    return _bits_to_float64(np.int64(bits | sign))
 
 
 def as_float64(x):
