@@ -1,6 +1,6 @@
 """Per-operator drivers: run the kernels of a plan, combine partials, round once to the output dtype.
 
-Each driver takes a Plan and the (native) input dtype and returns a 1-D array of ``plan.n_kept``
+Each driver takes a Plan, the data's ``src`` view and the (native) input dtype and returns a 1-D array of ``plan.n_kept``
 results in that dtype. The accumulator policy lives here, in one place:
 
 | input                          | accumulator                                       | final step            |
@@ -30,8 +30,8 @@ def _launch(name, plan, *args):
     run(K.KERNELS[name], plan.parallel, *args)
 
 
-def _geometry(plan, src=None):
-    return (plan.src if src is None else src, plan.base, plan.dims, plan.kept_ndim, plan.nchunks)
+def _geometry(plan, src):
+    return (src, plan.base, plan.dims, plan.kept_ndim, plan.nchunks)
 
 
 _NO_MAXIMA = np.zeros(0)  # the maxima argument of sums that are not of exp(x - max)
@@ -58,31 +58,25 @@ def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return values.astype(dtype)
 
 
-def _float_partials(plan, mode, scale=1.0, maxima=_NO_MAXIMA):
+def _float_partials(plan, src, mode, scale=1.0, maxima=_NO_MAXIMA):
     """The float_sums kernel's compensated partials (total, compensation) per (output, chunk)."""
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch("float_sums", plan, *_geometry(plan), plan.tile, mode, scale, maxima, total, comp)
+    _launch("float_sums", plan, *_geometry(plan, src), plan.tile, mode, scale, maxima, total, comp)
     return total, comp
 
 
-def _float_sums(plan, mode, scale=1.0, divisor=1.0, result_dtype=np.float64):
+def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64):
     """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``, and whether
     they are all finite."""
     result = np.empty(plan.n_kept, dtype=result_dtype)
     if not plan.parallel and scale == 1.0:
-        finite = K.serial_float_sums(plan.src, plan.base, plan.dims, plan.kept_ndim, plan.tile, mode,
+        finite = K.serial_float_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, mode,
                                      float(divisor), result)
         return result, finite
-    total, comp = _float_partials(plan, mode, scale)
+    total, comp = _float_partials(plan, src, mode, scale)
     K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
     return result, bool(np.isfinite(result).all())
-
-
-def _direct_float(dtype):
-    """Float dtypes Numba writes itself (one rounding from float64); the others come back as
-    float64 for round_float64_to."""
-    return dtype if dtype in (np.float32, np.float64) else np.float64
 
 
 # float dtype -> (signed integer dtype viewing its bits, the bits of +inf)
@@ -92,30 +86,33 @@ FLOAT_BITS = {
     np.dtype(np.float16): (np.dtype(np.int16), 0x7C00),
     BFLOAT16: (np.dtype(np.int16), 0x7F80),
 }
+# float dtype -> the dtype the kernels write: float32 and float64 themselves (Numba rounds float64
+# once); float16 and bfloat16 come back as float64 for round_float64_to.
+RESULT_DTYPE = {dtype: dtype if dtype.itemsize >= 4 else np.dtype(np.float64) for dtype in FLOAT_BITS}
 
 
-def _maxima(plan, dtype):
+def _maxima(plan, src, dtype):
     """Per-output max: float64 for float dtypes (NaN where any element is NaN), the widened int64 or
     uint64 value for integer dtypes."""
     is_float = dtype in FLOAT_BITS
-    src, inf_bits = (plan.src.view(FLOAT_BITS[dtype][0]), FLOAT_BITS[dtype][1]) if is_float else (plan.src, 0)
+    keys, inf_bits = (src.view(FLOAT_BITS[dtype][0]), FLOAT_BITS[dtype][1]) if is_float else (src, 0)
     wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
-    _launch("max_keys", plan, *_geometry(plan, src), plan.tile, is_float, inf_bits, partial, nans)
+    _launch("max_keys", plan, *_geometry(plan, keys), plan.tile, is_float, inf_bits, partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         K.finish_max(partial, plan.nchunks, keys)
         return keys
     values = np.empty(plan.n_kept)
-    K.finish_float_max(partial, nans, plan.nchunks, plan.src[:0], values)
+    K.finish_float_max(partial, nans, plan.nchunks, src[:0], values)
     return values
 
 
-def _int_sums(plan, squares):
+def _int_sums(plan, src, squares):
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    _launch("int_sums", plan, *_geometry(plan), plan.tile, squares, low, high)
+    _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, low, high)
     return low, high
 
 
@@ -125,52 +122,52 @@ def _wrap_to(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return bits.astype(unsigned).view(dtype)
 
 
-def mean(plan: Plan, dtype: np.dtype) -> np.ndarray:
+def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
-        means, finite = _float_sums(plan, K.SUM, divisor=plan.n_reduced, result_dtype=_direct_float(dtype))
-        if dtype == np.float64 and not finite:  # inf/NaN inputs or an overflowing sum of finite values
+        means, finite = _float_sums(plan, src, K.SUM, divisor=plan.n_reduced, result_dtype=RESULT_DTYPE[dtype])
+        if not finite and dtype.char == "d":  # inf/NaN inputs or an overflowing sum of finite values
             overflowed = ~np.isfinite(means)
-            rescaled = _float_sums(plan, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
+            rescaled = _float_sums(plan, src, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
             means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
         return means if means.dtype == dtype else round_float64_to(means, dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
     if not plan.parallel:
-        K.serial_int_sums(plan.src, plan.base, plan.dims, plan.kept_ndim, plan.tile, False, plan.n_reduced, result)
+        K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, False, plan.n_reduced, result)
     else:
-        low, high = _int_sums(plan, squares=False)
+        low, high = _int_sums(plan, src, squares=False)
         K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
     return _wrap_to(result, dtype)
 
 
-def sum_square(plan: Plan, dtype: np.dtype) -> np.ndarray:
+def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
-        sums = _float_sums(plan, K.SUM_SQUARES, result_dtype=_direct_float(dtype))[0]
+        sums = _float_sums(plan, src, K.SUM_SQUARES, result_dtype=RESULT_DTYPE[dtype])[0]
         return sums if sums.dtype == dtype else round_float64_to(sums, dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
     if not plan.parallel:
-        K.serial_int_sums(plan.src, plan.base, plan.dims, plan.kept_ndim, plan.tile, True, plan.n_reduced, result)
+        K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, True, plan.n_reduced, result)
     else:
-        low, _ = _int_sums(plan, squares=True)
+        low, _ = _int_sums(plan, src, squares=True)
         K.finish_int_squares(low, plan.nchunks, result)
     return _wrap_to(result, dtype)
 
 
-def log_sum_exp(plan: Plan, dtype: np.dtype) -> np.ndarray:
+def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
-        result = np.empty(plan.n_kept, dtype=_direct_float(dtype))
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         if not plan.parallel:
             key_dtype, inf_bits = FLOAT_BITS[dtype]
-            K.serial_float_log_sum_exp(plan.src, plan.src.view(key_dtype), inf_bits, plan.base, plan.dims,
+            K.serial_float_log_sum_exp(src, src.view(key_dtype), inf_bits, plan.base, plan.dims,
                                        plan.kept_ndim, plan.tile, result)
         else:
-            maxima = _maxima(plan, dtype)
-            total, comp = _float_partials(plan, K.SUM_EXP, maxima=maxima)
+            maxima = _maxima(plan, src, dtype)
+            total, comp = _float_partials(plan, src, K.SUM_EXP, maxima=maxima)
             K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
         return result if result.dtype == dtype else round_float64_to(result, dtype)
-    maxima = _maxima(plan, dtype)
+    maxima = _maxima(plan, src, dtype)
     wide = maxima.dtype
     totals = np.empty(_tasks(plan))
-    _launch("int_sum_exp", plan, *_geometry(plan), maxima, totals)
+    _launch("int_sum_exp", plan, *_geometry(plan, src), maxima, totals)
     result = np.empty(plan.n_kept, dtype=wide)
     fits = np.empty(plan.n_kept, dtype=np.bool_)
     K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, wide.type(np.iinfo(dtype).max),

@@ -68,6 +68,8 @@ def reduced_axes(axes, ndim: int) -> tuple[int, ...]:
         if -ndim <= axes < ndim:
             return (axes % ndim,)
     elif type(axes) is list or type(axes) is tuple:
+        if len(axes) == 1 and type(axes[0]) is int and -ndim <= axes[0] < ndim:
+            return (axes[0] % ndim,)
         normalized = sorted(a % ndim for a in axes if type(a) is int and -ndim <= a < ndim)
         if len(normalized) == len(axes) and len(set(normalized)) == len(normalized):
             return tuple(normalized)
@@ -121,5 +123,5 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
         return np.full(out_shape, op.empty_float, dtype=x.dtype)
 
     carrier = CARRIERS[x.dtype]
-    plan = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
-    return op.compute(plan, x.dtype).reshape(out_shape)
+    plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
+    return op.compute(plan, src, x.dtype).reshape(out_shape)

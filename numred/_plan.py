@@ -29,9 +29,12 @@ MAX_TILE = 1 << 14
 MIN_SERIAL_TILE = 8
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Plan:
-    src: np.ndarray  # 1-D contiguous read-only view over the memory the input spans
+    """The geometry of a reduction; the data travels beside it as ``src``, a 1-D contiguous view
+    of the memory the input spans (see make_plan). Plans are cached per geometry."""
+
+    span: int  # elements of src
     base: int  # element offset in src of the input's first element (after reduced-axis flips)
     # int64: kept shape, kept strides (C order of the output), reduced shape, reduced strides
     # (innermost, smallest stride last), all in elements, at least one entry each; one array because
@@ -58,9 +61,8 @@ def _merge(dims):
 
 @functools.lru_cache(maxsize=4096)
 def _layout(shape, strides, itemsize, reduced_axes):
-    """Everything about a plan but its data: a pure function of the geometry, cached because
-    calls on arrays of one shape repeat, and small calls are dominated by this Python work.
-    None when the strides are not whole elements."""
+    """The Plan of a geometry, cached because calls on arrays of one shape repeat, and small calls
+    are dominated by this Python work. None when the strides are not whole elements."""
     if any(s % itemsize for s in strides):
         return None
     strides = [s // itemsize for s in strides]
@@ -97,20 +99,20 @@ def _layout(shape, strides, itemsize, reduced_axes):
     nk, nr = len(kept_dims), len(reduced_dims)
     dims = np.array([d[0] for d in kept_dims] + [d[1] for d in kept_dims]
                     + [d[0] for d in reduced_dims] + [d[1] for d in reduced_dims], dtype=np.int64)
-    return span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel
+    dims.flags.writeable = False  # shared by every call of this geometry
+    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel)
 
 
-def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> Plan:
-    """``x`` is non-empty, in a carrier dtype, native byte order."""
-    layout = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
-    if layout is None:
+def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.ndarray]:
+    """(plan, src) for ``x``: non-empty, in a carrier dtype, native byte order."""
+    plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
+    if plan is None:
         # strides that are not whole elements (views into packed records): the only copy numred makes
         x = np.ascontiguousarray(x)
-        layout = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
-    span = layout[0]
+        plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
     if x.flags.c_contiguous:
         src = x.reshape(-1)
     else:  # a 1-D view from the lowest address the input touches over all the memory it spans
         first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, x.strides))]
-        src = as_strided(first, shape=(span,), strides=(x.itemsize,), writeable=False)
-    return Plan(src, *layout[1:])
+        src = as_strided(first, shape=(plan.span,), strides=(x.itemsize,), writeable=False)
+    return plan, src

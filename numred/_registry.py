@@ -20,7 +20,7 @@ class Op:
     empty_int: int | None  # same for integers; None: undefined, the front end raises ValueError
     noop: Callable[[np.ndarray], np.ndarray]  # result when no axis is reduced (noop_with_empty_axes=1)
     numpy_peer: Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]  # the NumPy way, for benchmarks
-    compute: Callable  # (Plan, dtype) -> 1-D results in dtype: the kernels' driver in _compute
+    compute: Callable  # (Plan, src, dtype) -> 1-D results in dtype: the kernels' driver in _compute
 
 
 def _square_in_dtype(x):

@@ -240,10 +240,10 @@ def test_serial_fallback_gives_the_parallel_bits(op, dtype, monkeypatch):
 
     x = as_supported_array(np.random.default_rng(3).standard_normal((700, 900)).astype(np.float32).astype(dtype))
     for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
-        plan = make_plan(data.view(CARRIERS[data.dtype]), axes)
+        plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)
         assert plan.parallel
-        parallel = op(plan, data.dtype)
+        parallel = op(plan, src, data.dtype)
         monkeypatch.setattr(_runtime, "_parallel_allowed", False)
-        serial = op(plan, data.dtype)
+        serial = op(plan, src, data.dtype)
         monkeypatch.setattr(_runtime, "_parallel_allowed", True)
         assert parallel.tobytes() == serial.tobytes()
