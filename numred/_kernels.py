@@ -307,7 +307,7 @@ def _fold(acc, totals, comps):
 # A tile narrower than this whose rows lie back to back (a short kept axis over a contiguous block,
 # such as 4194304x4 reduced over axis 0) is read as "wide rows" of several real rows at once, so the
 # inner loops stay long enough to vectorise.
-WIDE_ROW = 256
+WIDE_ROW = 2048
 
 
 @njit
