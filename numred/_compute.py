@@ -35,6 +35,7 @@ def _geometry(plan, src):
 
 
 _NO_MAXIMA = np.zeros(0)  # the maxima argument of sums that are not of exp(x - max)
+_NO_PARTIALS = np.zeros(0)  # the chunk-partial arguments when the kernel writes the results itself
 
 
 def _tasks(plan):
@@ -58,12 +59,22 @@ def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return values.astype(dtype)
 
 
-def _float_partials(plan, src, mode, scale=1.0, maxima=_NO_MAXIMA):
-    """The float_sums kernel's compensated partials (total, compensation) per (output, chunk)."""
+def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0):
+    """result[k] = sum_k / divisor (SUM: of x * scale; SUM_SQUARES) or maxima[k] + log(sum_k)
+    (SUM_EXP: of exp(x - maxima[k])), rounded once to result's dtype. With one chunk per output the
+    kernel writes the results itself; otherwise its chunk partials are combined here."""
+    divisor = float(divisor)
+    if plan.nchunks == 1:
+        _launch("float_sums", plan, *_geometry(plan, src), plan.tile, mode, scale, maxima,
+                _NO_PARTIALS, _NO_PARTIALS, divisor, result)
+        return
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch("float_sums", plan, *_geometry(plan, src), plan.tile, mode, scale, maxima, total, comp)
-    return total, comp
+    _launch("float_sums", plan, *_geometry(plan, src), plan.tile, mode, scale, maxima, total, comp, divisor, result)
+    if mode == K.SUM_EXP:
+        K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
+    else:
+        K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
 
 
 def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64):
@@ -74,8 +85,7 @@ def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64
         finite = K.serial_float_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, mode,
                                      float(divisor), result)
         return result, finite
-    total, comp = _float_partials(plan, src, mode, scale)
-    K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
+    _run_float_sums(plan, src, mode, result, scale=scale, divisor=divisor)
     return result, bool(np.isfinite(result).all())
 
 
@@ -160,9 +170,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             K.serial_float_log_sum_exp(src, src.view(key_dtype), inf_bits, plan.base, plan.dims,
                                        plan.kept_ndim, plan.tile, result)
         else:
-            maxima = _maxima(plan, src, dtype)
-            total, comp = _float_partials(plan, src, K.SUM_EXP, maxima=maxima)
-            K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
+            _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
         return result if result.dtype == dtype else round_float64_to(result, dtype)
     maxima = _maxima(plan, src, dtype)
     wide = maxima.dtype

@@ -27,6 +27,7 @@ FASTMATH = {"reassoc", "contract"}
 # Length of the pieces summed with a plain (vectorised) float64 loop; the pieces are then added with
 # compensated (Neumaier) summation, which keeps float64 inputs at least as exact as NumPy's pairwise sum.
 BLOCK = 256
+NEVER = 1 << 62  # the compensation block of narrower floats
 
 _U64 = np.uint64
 
@@ -161,7 +162,7 @@ def compensation_block(src):
 def _compensation_block_impl(src):
     if src.dtype == types.float64:
         return lambda src: BLOCK
-    return lambda src: 1 << 62
+    return lambda src: NEVER
 
 
 @njit
@@ -223,6 +224,17 @@ def _compensated_result(total, compensation):
 # float kernels
 # ---------------------------------------------------------------------------------------------
 SUM, SUM_SQUARES, SUM_EXP = 0, 1, 2
+
+
+@njit
+def _finish_sum(total, comp, mode, divisor, maximum):
+    """The result of one output from its compensated sum: sum / divisor (SUM, SUM_SQUARES), or
+    max + log(sum) for SUM_EXP, where a non-finite max (NaN, +inf, or -inf for an all -inf set) is
+    the answer itself. Stored into the result array, it is rounded once to its dtype."""
+    value = _compensated_result(total, comp)
+    if mode == SUM_EXP:
+        return maximum + math.log(value) if math.isfinite(maximum) else maximum
+    return value / divisor
 
 
 # The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
@@ -298,10 +310,10 @@ def _fold(acc, totals, comps):
     """Add the plain accumulators into the compensated totals of their columns (acc[j] belongs to
     column j % totals.size) and clear them."""
     width = totals.size
-    for j in range(acc.size):
-        w = j % width
-        totals[w], comps[w] = _neumaier(totals[w], comps[w], acc[j])
-        acc[j] = 0.0
+    for j0 in range(0, acc.size, width):  # no j % width: a division per element costs more than the add
+        for w in range(width):
+            totals[w], comps[w] = _neumaier(totals[w], comps[w], acc[j0 + w])
+            acc[j0 + w] = 0.0
 
 
 # A tile narrower than this whose rows lie back to back (a short kept axis over a contiguous block,
@@ -315,10 +327,15 @@ def _rows_per_wide_row(width, step):
     return WIDE_ROW // width if step == width and 2 * width <= WIDE_ROW else 1
 
 
-def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, out_total, out_comp):
+def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, out_total, out_comp,
+               divisor, result):
     """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES) or
     exp(x - maxima[k]) (SUM_EXP). With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
-    outputs together (a leading reduced axis read row by row instead of column by column)."""
+    outputs together (a leading reduced axis read row by row instead of column by column).
+
+    With one chunk per output the task writes the finished ``result[k]`` itself (see _finish_sum)
+    instead of partials: with many outputs a separate serial finishing pass would cost as much as
+    the reduction. Otherwise the chunk partials go to out_total/out_comp for _finish_* to combine."""
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     run_length = rshape[-1]
@@ -339,18 +356,25 @@ def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, o
                         piece = _float_run(src, offset + b * step, min(block, n - b), step, mode, shift)
                         total, comp = _neumaier(total, comp, piece)
                     pos += n
-            out_total[k0 * nchunks + c] = total
-            out_comp[k0 * nchunks + c] = comp
+            if nchunks == 1:
+                result[k0] = _finish_sum(total, comp, mode, divisor, shift)
+            else:
+                out_total[k0 * nchunks + c] = total
+                out_comp[k0 * nchunks + c] = comp
         else:
             m = _rows_per_wide_row(width, step)
             wide = m * width  # accumulators: column j % width, m of them per column
             acc = np.zeros(wide)
-            totals = np.zeros(width)
-            comps = np.zeros(width)
-            column_max = np.empty(wide)  # the max of each accumulator's column, for SUM_EXP
+            # Per-task work proportional to the width must stay small next to the rows (a task may
+            # have only a few): compensated totals exist only where they are folded (float64 data),
+            # and the maxima only for SUM_EXP.
+            compensated = block < NEVER
+            totals = np.zeros(width if compensated else 0)
+            comps = np.zeros(width if compensated else 0)
+            column_max = np.empty(wide if mode == SUM_EXP else 0)  # the max of each accumulator's column
             if mode == SUM_EXP:
-                for j in range(wide):
-                    column_max[j] = maxima[k0 + j % width]
+                for j0 in range(0, wide, width):
+                    column_max[j0:j0 + width] = maxima[k0:k0 + width]
             rows = 0
             while pos < end:
                 offset = origin + _offset_of(pos, rshape, rstrides)
@@ -373,10 +397,20 @@ def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, o
                         _fold(acc, totals, comps)
                         rows = 0
                 pos += n
-            _fold(acc, totals, comps)
-            for w in range(width):
-                out_total[(k0 + w) * nchunks + c] = totals[w]
-                out_comp[(k0 + w) * nchunks + c] = comps[w]
+            if compensated:
+                _fold(acc, totals, comps)
+            else:
+                for j0 in range(width, wide, width):  # the m accumulators of each column
+                    acc[:width] += acc[j0:j0 + width]
+                totals = acc[:width]
+                comps = np.zeros(width)
+            if nchunks == 1:
+                for w in range(width):
+                    result[k0 + w] = _finish_sum(totals[w], comps[w], mode, divisor, column_max[w] if mode == SUM_EXP else 0.0)
+            else:
+                for w in range(width):
+                    out_total[(k0 + w) * nchunks + c] = totals[w]
+                    out_comp[(k0 + w) * nchunks + c] = comps[w]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,14 +480,14 @@ def _int_columns(row, squares, low_acc, high_acc):
 def _fold_halves(low_acc, high_acc, low, high, squares):
     """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them."""
     width = low.size
-    for i in range(low_acc.size):
-        w = i % width
-        if squares:
-            low[w] += low_acc[i]
-        else:
-            low[w], high[w] = _add_halves128(low[w], high[w], low_acc[i], high_acc[i])
-        low_acc[i] = 0
-        high_acc[i] = 0
+    for i0 in range(0, low_acc.size, width):  # no i % width, as in _fold
+        for w in range(width):
+            if squares:
+                low[w] += low_acc[i0 + w]
+            else:
+                low[w], high[w] = _add_halves128(low[w], high[w], low_acc[i0 + w], high_acc[i0 + w])
+            low_acc[i0 + w] = 0
+            high_acc[i0 + w] = 0
 
 
 def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_high):
@@ -608,9 +642,10 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
                         _max_columns(src, offset + j * step, step, 1, width, float_bits, inf_bits, best, nans)
                         j += 1
             pos += n
-        for j in range(width, wide):
-            best[j % width] = max(best[j % width], best[j])
-            nans[j % width] += nans[j]
+        for j0 in range(width, wide, width):  # the m slots of each column
+            for w in range(width):
+                best[w] = max(best[w], best[j0 + w])
+                nans[w] += nans[j0 + w]
         for w in range(width):
             out_max[(k0 + w) * nchunks + c] = best[w]
             out_nans[(k0 + w) * nchunks + c] = nans[w]
@@ -734,16 +769,19 @@ def finish_int_mean(out_low, out_high, nchunks, count, result):
         if negative:  # magnitude of the 128-bit value
             low = ~low + _U64(1)
             high = ~high + _U64(low == _U64(0))
-        # |sum| / count: the quotient fits 64 bits (a mean lies within the dtype's range), so
-        # high < count and a 64-step long division of (high, low) finishes it.
-        remainder = high
-        quotient = _U64(0)
-        for bit in range(63, -1, -1):
-            remainder = (remainder << _U64(1)) | ((low >> _U64(bit)) & _U64(1))
-            quotient <<= _U64(1)
-            if remainder >= count:
-                remainder -= count
-                quotient |= _U64(1)
+        if high == _U64(0):  # |sum| < 2**64: the machine division
+            quotient = low // count
+        else:
+            # |sum| / count: the quotient fits 64 bits (a mean lies within the dtype's range), so
+            # high < count and a 64-step long division of (high, low) finishes it.
+            remainder = high
+            quotient = _U64(0)
+            for bit in range(63, -1, -1):
+                remainder = (remainder << _U64(1)) | ((low >> _U64(bit)) & _U64(1))
+                quotient <<= _U64(1)
+                if remainder >= count:
+                    remainder -= count
+                    quotient |= _U64(1)
         result[k] = _U64(0) - quotient if negative else quotient
 
 
@@ -808,12 +846,9 @@ _int_sums_serial = KERNELS["int_sums"][0]
 def serial_float_sums(src, base, dims, kept_ndim, tile, mode, divisor, result):
     """Float mean (mode SUM, divisor n) or sum of squares into result; False if any result is not
     finite (the float64 mean then retries scaled)."""
-    n = result.size
-    total = np.empty(n)
-    comp = np.empty(n)
-    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, mode, 1.0, np.empty(0), total, comp)
-    finish_float_sums(total, comp, 1, divisor, result)
-    for k in range(n):
+    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, mode, 1.0, np.empty(0), np.empty(0), np.empty(0),
+                       divisor, result)
+    for k in range(result.size):
         if not math.isfinite(result[k]):
             return False
     return True
@@ -828,10 +863,8 @@ def serial_float_log_sum_exp(src, keys, inf_bits, base, dims, kept_ndim, tile, r
     _max_keys_serial(keys, base, dims, kept_ndim, 1, tile, True, inf_bits, partial, nans)
     maxima = np.empty(n)
     finish_float_max(partial, nans, 1, src[:0], maxima)
-    total = np.empty(n)
-    comp = np.empty(n)
-    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, SUM_EXP, 1.0, maxima, total, comp)
-    finish_float_log_sum_exp(total, comp, 1, maxima, result)
+    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, SUM_EXP, 1.0, maxima, np.empty(0), np.empty(0),
+                       1.0, result)
 
 
 @entry
