@@ -1,7 +1,7 @@
 """Per-operator drivers: run the kernels of a plan, combine partials, round once to the output dtype.
 
-Each driver takes a Plan, the data's ``src`` view and the (native) input dtype and returns a 1-D array of ``plan.n_kept``
-results in that dtype. The accumulator policy lives here, in one place:
+Each driver takes a Plan, the data's ``src`` view and the (native) input dtype and returns a 1-D
+array of ``plan.n_kept`` results in that dtype. The accumulator policy lives here, in one place:
 
 | input                          | accumulator                                       | final step            |
 |--------------------------------|---------------------------------------------------|-----------------------|
@@ -77,16 +77,16 @@ def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divis
         K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
 
 
-def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64):
+def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64, check_finite=False):
     """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``, and whether
-    they are all finite."""
+    they are all finite (always True unless ``check_finite``: the check is a pass over the results)."""
     result = np.empty(plan.n_kept, dtype=result_dtype)
     if not plan.parallel and scale == 1.0:
         finite = K.serial_float_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, mode,
                                      float(divisor), result)
         return result, finite
     _run_float_sums(plan, src, mode, result, scale=scale, divisor=divisor)
-    return result, bool(np.isfinite(result).all())
+    return result, not check_finite or bool(np.isfinite(result).all())
 
 
 # float dtype -> (signed integer dtype viewing its bits, the bits of +inf)
@@ -134,8 +134,10 @@ def _wrap_to(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
-        means, finite = _float_sums(plan, src, K.SUM, divisor=plan.n_reduced, result_dtype=RESULT_DTYPE[dtype])
-        if not finite and dtype.char == "d":  # inf/NaN inputs or an overflowing sum of finite values
+        float64 = dtype.char == "d"
+        means, finite = _float_sums(plan, src, K.SUM, divisor=plan.n_reduced, result_dtype=RESULT_DTYPE[dtype],
+                                    check_finite=float64)
+        if float64 and not finite:  # inf/NaN inputs or an overflowing sum of finite values
             overflowed = ~np.isfinite(means)
             rescaled = _float_sums(plan, src, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
             means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
