@@ -7,7 +7,7 @@
   writable place at all they are compiled in memory: never an error at import.
   Saving a compiled kernel to the cache holds an inter-process file lock, so that processes doing
   their first calls at once cannot corrupt each other's cache index (numba#4807, #10128).
-- ``parallel_launch``: one parallel kernel at a time per process. Another thread that finds it busy
+- ``run``: one parallel kernel at a time per process. Another thread that finds it busy
   runs the serial variant, which computes the same chunks in the same order, so results do not change;
   this keeps Numba's workqueue layer from aborting and OpenMP from oversubscribing the cores.
   After ``fork`` a child of a parent that used OpenMP (GNU libgomp is not fork-safe) runs serial only.
@@ -25,7 +25,7 @@ from numba import njit
 
 try:
     import fcntl
-except ImportError:  # not POSIX: no inter-process lock, first calls just compile
+except ImportError:  # not POSIX: cache saves go without the inter-process lock
     fcntl = None
 
 _PRIVATE_ROOT = os.path.join(tempfile.gettempdir(), f"numred-{os.getuid() if hasattr(os, 'getuid') else 0}")
