@@ -20,18 +20,10 @@ __all__ = ["reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "AxesLike",
 #: What ``axes`` accepts: None, an int, a sequence of ints or a 1-D integer array (ONNX gives int64).
 AxesLike = Union[int, Sequence[int], npt.NDArray[np.integer], None]
 
-
-def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
-                noop_with_empty_axes: int = 0) -> np.ndarray:
-    """ONNX ReduceMean (opset 18): the mean over ``axes``, in the input dtype.
-
-    Floats accumulate in float64 and round once to the input dtype, so the mean of finite values is
-    finite even when their sum overflows. Integers give the exact mean truncated toward zero; no
-    intermediate wraps.
-
-    Parameters
-    ----------
-    data : array_like
+# The parts of the three docstrings that are the same, written once ({parameters} and
+# {common_errors} lines; str.replace, because the docstrings hold other braces).
+_SHARED_DOC = {
+    "    {parameters}\n": """    data : array_like
         The input: a NumPy array, or anything :func:`numpy.asarray` turns into one, of dtype
         float32, float64, float16, bfloat16 (``ml_dtypes.bfloat16``), int32, int64, uint32 or
         uint64. Any strides, byte order and rank (0 included). It is never modified.
@@ -43,6 +35,33 @@ def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
         1 (or True): reduced axes stay, with length 1. 0 (or False): they are removed.
     noop_with_empty_axes : {0, 1}, optional
         What None or empty ``axes`` means: 0 (or False), reduce all axes; 1 (or True), reduce none.
+""",
+    "    {common_errors}\n": """    TypeError
+        The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
+    numpy.exceptions.AxisError
+        An axis is out of range (AxisError is a ValueError).
+""",
+}
+
+
+def _shared_doc(fn):
+    for marker, text in _SHARED_DOC.items():
+        fn.__doc__ = fn.__doc__.replace(marker, text)
+    return fn
+
+
+@_shared_doc
+def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+                noop_with_empty_axes: int = 0) -> np.ndarray:
+    """ONNX ReduceMean (opset 18): the mean over ``axes``, in the input dtype.
+
+    Floats accumulate in float64 and round once to the input dtype, so the mean of finite values is
+    finite even when their sum overflows. Integers give the exact mean truncated toward zero; no
+    intermediate wraps.
+
+    Parameters
+    ----------
+    {parameters}
 
     Returns
     -------
@@ -53,10 +72,7 @@ def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
 
     Raises
     ------
-    TypeError
-        The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
-    numpy.exceptions.AxisError
-        An axis is out of range (AxisError is a ValueError).
+    {common_errors}
     ValueError
         Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
         other than 0/1/False/True, or data that cannot be converted to an array. Also an integer
@@ -91,6 +107,7 @@ def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
     return _reduce(_OPS["reduce_mean"], data, axes, keepdims, noop_with_empty_axes)
 
 
+@_shared_doc
 def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
                        noop_with_empty_axes: int = 0) -> np.ndarray:
     """ONNX ReduceLogSumExp (opset 18): ``log(sum(exp(x)))`` over ``axes``, in the input dtype.
@@ -101,18 +118,7 @@ def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int
 
     Parameters
     ----------
-    data : array_like
-        The input: a NumPy array, or anything :func:`numpy.asarray` turns into one, of dtype
-        float32, float64, float16, bfloat16 (``ml_dtypes.bfloat16``), int32, int64, uint32 or
-        uint64. Any strides, byte order and rank (0 included). It is never modified.
-    axes : int, sequence of int, 1-D integer ndarray or None, optional
-        The axes to reduce, each in ``[-data.ndim, data.ndim - 1]``; negative values count from the
-        end and the order does not matter. None or empty: all axes, or none when
-        ``noop_with_empty_axes`` is 1. This is the ONNX operator's optional second input.
-    keepdims : {1, 0}, optional
-        1 (or True): reduced axes stay, with length 1. 0 (or False): they are removed.
-    noop_with_empty_axes : {0, 1}, optional
-        What None or empty ``axes`` means: 0 (or False), reduce all axes; 1 (or True), reduce none.
+    {parameters}
 
     Returns
     -------
@@ -123,10 +129,7 @@ def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int
 
     Raises
     ------
-    TypeError
-        The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
-    numpy.exceptions.AxisError
-        An axis is out of range (AxisError is a ValueError).
+    {common_errors}
     ValueError
         Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
         other than 0/1/False/True, or data that cannot be converted to an array. Also integer
@@ -156,6 +159,7 @@ def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int
     return _reduce(_OPS["reduce_log_sum_exp"], data, axes, keepdims, noop_with_empty_axes)
 
 
+@_shared_doc
 def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
                       noop_with_empty_axes: int = 0) -> np.ndarray:
     """ONNX ReduceSumSquare (opset 18): ``sum(x * x)`` over ``axes``, in the input dtype.
@@ -165,18 +169,7 @@ def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int 
 
     Parameters
     ----------
-    data : array_like
-        The input: a NumPy array, or anything :func:`numpy.asarray` turns into one, of dtype
-        float32, float64, float16, bfloat16 (``ml_dtypes.bfloat16``), int32, int64, uint32 or
-        uint64. Any strides, byte order and rank (0 included). It is never modified.
-    axes : int, sequence of int, 1-D integer ndarray or None, optional
-        The axes to reduce, each in ``[-data.ndim, data.ndim - 1]``; negative values count from the
-        end and the order does not matter. None or empty: all axes, or none when
-        ``noop_with_empty_axes`` is 1. This is the ONNX operator's optional second input.
-    keepdims : {1, 0}, optional
-        1 (or True): reduced axes stay, with length 1. 0 (or False): they are removed.
-    noop_with_empty_axes : {0, 1}, optional
-        What None or empty ``axes`` means: 0 (or False), reduce all axes; 1 (or True), reduce none.
+    {parameters}
 
     Returns
     -------
@@ -187,10 +180,7 @@ def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int 
 
     Raises
     ------
-    TypeError
-        The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
-    numpy.exceptions.AxisError
-        An axis is out of range (AxisError is a ValueError).
+    {common_errors}
     ValueError
         Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
         other than 0/1/False/True, or data that cannot be converted to an array.

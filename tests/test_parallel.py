@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 import pytest
 
 import numred
 import oracle
+from threads import needs_two_threads, with_threads
 from oracle import BFLOAT16
 
 pytestmark = pytest.mark.slow
@@ -192,18 +192,6 @@ def test_large_views_match_contiguous_oracle():
 # ---- threads ---------------------------------------------------------------------------------------
 
 
-def _with_threads(n, fn, *args, **kw):
-    old = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        return fn(*args, **kw)
-    finally:
-        numba.set_num_threads(old)
-
-
-needs_two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs >= 2 Numba threads")
-
-
 @needs_two_threads
 @pytest.mark.parametrize("kind", ["int32", "int64", "int32-small"])
 @pytest.mark.parametrize("opname", OP_NAMES)
@@ -212,12 +200,12 @@ def test_integer_results_do_not_depend_on_thread_count(opname, kind):
     func = getattr(numred, opname)
     for axes in ([1], None, [0]):
         try:
-            one = _with_threads(1, func, x, axes)
+            one = with_threads(1, func, x, axes)
         except ValueError:  # integer LSE overflow: then it must raise for 2 threads too
             with pytest.raises(ValueError):
-                _with_threads(2, func, x, axes)
+                with_threads(2, func, x, axes)
             continue
-        two = _with_threads(2, func, x, axes)
+        two = with_threads(2, func, x, axes)
         assert one.dtype == two.dtype and one.tobytes() == two.tobytes(), (opname, kind, axes)
 
 
@@ -228,10 +216,10 @@ def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opn
     x = _make(kind, (3, 2_000_000), seed=22)
     func = getattr(numred, opname)
     for axes in ([1], None):
-        a = _with_threads(2, func, x, axes)
-        b = _with_threads(2, func, x, axes)
+        a = with_threads(2, func, x, axes)
+        b = with_threads(2, func, x, axes)
         assert a.tobytes() == b.tobytes(), "not deterministic for a fixed thread count"
-        c = _with_threads(1, func, x, axes)
+        c = with_threads(1, func, x, axes)
         a64, c64 = a.astype(np.float64), c.astype(np.float64)
         spacing = oracle.ulp_array(np.where(np.isfinite(a64), a64, 0.0), x.dtype)
         with np.errstate(invalid="ignore"):

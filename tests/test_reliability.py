@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numba
 import numpy as np
 import pytest
 
 import numred
 import oracle
+from threads import needs_two_threads, with_threads
 from oracle import BFLOAT16
 
 try:  # mpmath comes with sympy (an onnxruntime dependency) but is not a declared test dependency
@@ -221,17 +221,6 @@ def test_issue_hard_cases_within_one_ulp_of_exact(case):
 
 # ---- item 6: determinism ---------------------------------------------------------------------------
 
-needs_two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs >= 2 Numba threads")
-
-
-def _with_threads(n, fn, *args, **kw):
-    old = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        return fn(*args, **kw)
-    finally:
-        numba.set_num_threads(old)
-
 
 def _norm_axes(axes, ndim):
     return tuple(range(ndim)) if axes is None else tuple(sorted(a % ndim for a in axes))
@@ -316,8 +305,8 @@ def test_integer_results_identical_for_one_and_two_threads(dtype, opname):
     for name, x in views.items():
         for axes in INT_AXES:
             ctx = f"{opname} {dtype} {name} axes={axes}"
-            one = _with_threads(1, func, x, axes)
-            two = _with_threads(2, func, x, axes)
+            one = with_threads(1, func, x, axes)
+            two = with_threads(2, func, x, axes)
             assert one.dtype == two.dtype and one.shape == two.shape, ctx
             assert one.tobytes() == two.tobytes(), f"{ctx}: 1 thread {one.ravel()[:4]} vs 2 threads {two.ravel()[:4]}"
             _assert_int_matches(one, x, opname, axes, ctx)
@@ -378,7 +367,7 @@ def test_float_results_bit_identical_run_to_run(dtype, opname):
                 ctx = f"{opname} {dtype} {name}{x.shape} axes={axes}"
                 runs = {}
                 for threads in (2, 1):
-                    outs = [_with_threads(threads, func, x, axes) for _ in range(5)]
+                    outs = [with_threads(threads, func, x, axes) for _ in range(5)]
                     first = outs[0].tobytes()
                     assert all(o.tobytes() == first for o in outs[1:]), \
                         f"{ctx}: {threads} threads, results differ between calls"

@@ -168,8 +168,9 @@ def huge_expected(case):
     return out_shape, [reduce_set([(v, rows)]) for v in row]  # axis 0: column j is `rows` copies of row[j]
 
 
-_HUGE_SCRIPT = """
-import gc, json, resource, sys, time
+# Shared by the subprocess scripts below: imports, and this process's peak RSS with a reset.
+_PEAK_PRELUDE = """
+import gc, json, resource, sys
 import numpy as np
 import numred
 
@@ -193,6 +194,10 @@ def reset_peak():
         return True
     except OSError:
         return False
+"""
+
+_HUGE_SCRIPT = _PEAK_PRELUDE + """
+import time
 
 spec = json.load(open(sys.argv[1]))
 rows = {name: np.array(vals, dtype=dt) for name, (vals, dt) in spec["rows"].items()}
@@ -305,31 +310,7 @@ MEM_LIMIT_KIB = MEM_INPUT_KIB // 10
 MEM_CALLS = [(layout, axes, kd) for layout in ("C", "T")
              for axes, kd in ((None, 1), ([0], 1), ([1], 0), ([0, 1], 0), ([], 1))]
 
-_MEM_SCRIPT = """
-import gc, json, resource, sys
-import numpy as np
-import numred
-
-def peak_kib():
-    # this process's peak RSS in KiB: VmHWM (ru_maxrss when /proc is unavailable)
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-def reset_peak():
-    # reset the peak to the current RSS (Linux >= 4.0); False when not possible
-    gc.collect()
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
+_MEM_SCRIPT = _PEAK_PRELUDE + """
 
 opname, out_path, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 f = getattr(numred, opname)
