@@ -64,13 +64,18 @@ def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divis
     (SUM_EXP: of exp(x - maxima[k])), rounded once to result's dtype. With one chunk per output the
     kernel writes the results itself; otherwise its chunk partials are combined here."""
     divisor = float(divisor)
+    if plan.single_run:
+        n_kept, kept_stride, n_reduced, step = plan.dims
+        _launch(K.FLOAT_ROWS[mode], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima,
+                divisor, result)
+        return
     if plan.nchunks == 1:
-        _launch("float_sums", plan, *_geometry(plan, src), plan.tile, mode, scale, maxima,
+        _launch(K.FLOAT_SUMS[mode], plan, *_geometry(plan, src), plan.tile, scale, maxima,
                 _NO_PARTIALS, _NO_PARTIALS, divisor, result)
         return
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch("float_sums", plan, *_geometry(plan, src), plan.tile, mode, scale, maxima, total, comp, divisor, result)
+    _launch(K.FLOAT_SUMS[mode], plan, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor, result)
     if mode == K.SUM_EXP:
         K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
     else:
@@ -81,9 +86,9 @@ def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64
     """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``, and whether
     they are all finite (always True unless ``check_finite``: the check is a pass over the results)."""
     result = np.empty(plan.n_kept, dtype=result_dtype)
-    if not plan.parallel and scale == 1.0:
-        finite = K.serial_float_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, mode,
-                                     float(divisor), result)
+    if not plan.parallel and scale == 1.0 and not plan.single_run:
+        finite = K.SERIAL_FLOAT_SUMS[mode](src, plan.base, plan.dims, plan.kept_ndim, plan.tile, float(divisor),
+                                           result)
         return result, finite
     _run_float_sums(plan, src, mode, result, scale=scale, divisor=divisor)
     return result, not check_finite or bool(np.isfinite(result).all())

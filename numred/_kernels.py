@@ -168,13 +168,26 @@ def _compensation_block_impl(src):
 
 @njit
 def _offset_of(index, shape, strides):
-    """Element offset of the C-order flat ``index`` into a block of dimensions (shape, strides)."""
+    """Element offset of the C-order flat ``index`` (< prod(shape)) into a block of dimensions
+    (shape, strides). The outermost dimension needs no modulo: with one dimension, no division."""
     offset = 0
-    for d in range(shape.size - 1, -1, -1):
+    for d in range(shape.size - 1, 0, -1):
         n = shape[d]
-        offset += (index % n) * strides[d]
-        index //= n
-    return offset
+        outer = index // n
+        offset += (index - outer * n) * strides[d]
+        index = outer
+    return offset + index * strides[0]
+
+
+@njit
+def _next_run(pos, end, rshape, rstrides):
+    """(offset, length) of the run of reduced positions [pos, end) that lies along the innermost
+    reduced axis: the unit the kernels' inner loops take. Divisions only for 2+ reduced axes (they are
+    per run, and a run may be short)."""
+    if rshape.size == 1:
+        return pos * rstrides[0], end - pos
+    run_length = rshape[-1]
+    return _offset_of(pos, rshape, rstrides), min(run_length - pos % run_length, end - pos)
 
 
 @njit
@@ -194,14 +207,20 @@ def _n_tasks(kshape, tile, nchunks):
 @njit
 def _task(task, kshape, tile, nchunks, nr):
     """One task: ``width`` consecutive outputs from flat output index ``k0`` along the innermost kept
-    dimension (a tile), over reduced positions [first, end) (a chunk)."""
+    dimension (a tile), over reduced positions [first, end) (a chunk). The common cases (one chunk,
+    no tile) skip the divisions: with short reduced ranges they cost as much as the reduction."""
+    if nchunks == 1:
+        t, c, first, end = np.int64(task), 0, 0, nr  # a prange index may be unsigned
+    else:
+        t = task // nchunks
+        c = task - t * nchunks
+        first, end = nr * c // nchunks, nr * (c + 1) // nchunks
+    if tile == 1:
+        return t, 1, c, first, end
     tiles_per_row = (kshape[-1] + tile - 1) // tile
-    t = task // nchunks
-    c = task - t * nchunks
-    column = (t % tiles_per_row) * tile
-    k0 = (t // tiles_per_row) * kshape[-1] + column
-    width = min(tile, kshape[-1] - column)
-    return k0, width, c, nr * c // nchunks, nr * (c + 1) // nchunks
+    row = t // tiles_per_row
+    column = (t - row * tiles_per_row) * tile
+    return row * kshape[-1] + column, min(tile, kshape[-1] - column), c, first, end
 
 
 @njit
@@ -328,90 +347,120 @@ def _rows_per_wide_row(width, step):
     return WIDE_ROW // width if step == width and 2 * width <= WIDE_ROW else 1
 
 
-def float_sums(src, base, dims, kept_ndim, nchunks, tile, mode, scale, maxima, out_total, out_comp,
-               divisor, result):
-    """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES) or
-    exp(x - maxima[k]) (SUM_EXP). With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
-    outputs together (a leading reduced axis read row by row instead of column by column).
+def _float_sums_for(mode):
+    """The float_sums kernel for one ``mode`` (SUM, SUM_SQUARES, SUM_EXP), fixed at compile time: LLVM
+    then keeps only that mode's loops and inlines them. With the mode a runtime argument, rows of
+    100-1000 elements took 1.3-2.2x as long (the per-row call and set-up were not optimised away)."""
 
-    With one chunk per output the task writes the finished ``result[k]`` itself (see _finish_sum)
-    instead of partials: with many outputs a separate serial finishing pass would cost as much as
-    the reduction. Otherwise the chunk partials go to out_total/out_comp for _finish_* to combine."""
-    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-    nr = np.prod(rshape)
-    run_length = rshape[-1]
-    step = rstrides[-1]
-    block = compensation_block(src)
-    for task in prange(_n_tasks(kshape, tile, nchunks)):
-        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
-        origin = base + _offset_of(k0, kshape, kstrides)
-        if tile == 1:
-            shift = maxima[k0] if mode == SUM_EXP else scale
+    def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, result):
+        """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES) or
+        exp(x - maxima[k]) (SUM_EXP). With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
+        outputs together (a leading reduced axis read row by row instead of column by column).
+
+        With one chunk per output the task writes the finished ``result[k]`` itself (see _finish_sum)
+        instead of partials: with many outputs a separate serial finishing pass would cost as much as
+        the reduction. Otherwise the chunk partials go to out_total/out_comp for _finish_* to combine."""
+        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+        nr = np.prod(rshape)
+        step = rstrides[-1]
+        block = compensation_block(src)
+        for task in prange(_n_tasks(kshape, tile, nchunks)):
+            k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+            origin = base + _offset_of(k0, kshape, kstrides)
+            if tile == 1:
+                shift = maxima[k0] if mode == SUM_EXP else scale
+                total = 0.0
+                comp = 0.0
+                if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+                    while pos < end:
+                        offset, n = _next_run(pos, end, rshape, rstrides)
+                        offset += origin
+                        for b in range(0, n, block):
+                            piece = _float_run(src, offset + b * step, min(block, n - b), step, mode, shift)
+                            total, comp = _neumaier(total, comp, piece)
+                        pos += n
+                if nchunks == 1:
+                    result[k0] = _finish_sum(total, comp, mode, divisor, shift)
+                else:
+                    out_total[k0 * nchunks + c] = total
+                    out_comp[k0 * nchunks + c] = comp
+            else:
+                m = _rows_per_wide_row(width, step)
+                wide = m * width  # accumulators: column j % width, m of them per column
+                acc = np.zeros(wide)
+                # Per-task work proportional to the width must stay small next to the rows (a task may
+                # have only a few): compensated totals exist only where they are folded (float64 data),
+                # and the maxima only for SUM_EXP.
+                compensated = block < NEVER
+                totals = np.zeros(width if compensated else 0)
+                comps = np.zeros(width if compensated else 0)
+                column_max = np.empty(wide if mode == SUM_EXP else 0)  # the max of each accumulator's column
+                if mode == SUM_EXP:
+                    for j0 in range(0, wide, width):
+                        column_max[j0:j0 + width] = maxima[k0:k0 + width]
+                rows = 0
+                while pos < end:
+                    offset, n = _next_run(pos, end, rshape, rstrides)
+                    offset += origin
+                    j = 0
+                    while j < n:
+                        if n - j >= 4 * m:  # four (wide) rows per call quarter the traffic to acc
+                            _float_columns(src, offset + j * step, m * step, 4, wide, mode, scale, column_max, 0, acc)
+                            j += 4 * m
+                            rows += 4 * m
+                        elif n - j >= m:
+                            _float_columns(src, offset + j * step, m * step, 1, wide, mode, scale, column_max, 0, acc)
+                            j += m
+                            rows += m
+                        else:
+                            _float_columns(src, offset + j * step, step, 1, width, mode, scale, column_max, 0, acc)
+                            j += 1
+                            rows += 1
+                        if rows >= block:
+                            _fold(acc, totals, comps)
+                            rows = 0
+                    pos += n
+                if compensated:
+                    _fold(acc, totals, comps)
+                else:
+                    for j0 in range(width, wide, width):  # the m accumulators of each column
+                        acc[:width] += acc[j0:j0 + width]
+                    totals = acc[:width]
+                    comps = np.zeros(width)
+                if nchunks == 1:
+                    for w in range(width):
+                        result[k0 + w] = _finish_sum(totals[w], comps[w], mode, divisor, column_max[w] if mode == SUM_EXP else 0.0)
+                else:
+                    for w in range(width):
+                        out_total[(k0 + w) * nchunks + c] = totals[w]
+                        out_comp[(k0 + w) * nchunks + c] = comps[w]
+
+    return float_sums
+
+
+def _float_rows_for(mode):
+    """float_sums for the commonest layout, fixed to one ``mode``: one output per task, each a single
+    run of ``n_reduced`` elements ``step`` apart (after merging: one kept axis over one reduced axis,
+    no tile, one chunk). The general kernel's per-output set-up (task decoding, run walking) took as
+    long again as rows of 100-1000 elements themselves; here only the run is left."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
+        block = compensation_block(src)
+        for k in prange(n_kept):
+            origin = base + k * kept_stride
+            shift = maxima[k] if mode == SUM_EXP else scale
             total = 0.0
             comp = 0.0
             if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
-                while pos < end:
-                    offset = origin + _offset_of(pos, rshape, rstrides)
-                    n = min(run_length - pos % run_length, end - pos)
-                    for b in range(0, n, block):
-                        piece = _float_run(src, offset + b * step, min(block, n - b), step, mode, shift)
+                if n_reduced <= block:
+                    total = _float_run(src, origin, n_reduced, step, mode, shift)
+                else:
+                    for b in range(0, n_reduced, block):
+                        piece = _float_run(src, origin + b * step, min(block, n_reduced - b), step, mode, shift)
                         total, comp = _neumaier(total, comp, piece)
-                    pos += n
-            if nchunks == 1:
-                result[k0] = _finish_sum(total, comp, mode, divisor, shift)
-            else:
-                out_total[k0 * nchunks + c] = total
-                out_comp[k0 * nchunks + c] = comp
-        else:
-            m = _rows_per_wide_row(width, step)
-            wide = m * width  # accumulators: column j % width, m of them per column
-            acc = np.zeros(wide)
-            # Per-task work proportional to the width must stay small next to the rows (a task may
-            # have only a few): compensated totals exist only where they are folded (float64 data),
-            # and the maxima only for SUM_EXP.
-            compensated = block < NEVER
-            totals = np.zeros(width if compensated else 0)
-            comps = np.zeros(width if compensated else 0)
-            column_max = np.empty(wide if mode == SUM_EXP else 0)  # the max of each accumulator's column
-            if mode == SUM_EXP:
-                for j0 in range(0, wide, width):
-                    column_max[j0:j0 + width] = maxima[k0:k0 + width]
-            rows = 0
-            while pos < end:
-                offset = origin + _offset_of(pos, rshape, rstrides)
-                n = min(run_length - pos % run_length, end - pos)
-                j = 0
-                while j < n:
-                    if n - j >= 4 * m:  # four (wide) rows per call quarter the traffic to acc
-                        _float_columns(src, offset + j * step, m * step, 4, wide, mode, scale, column_max, 0, acc)
-                        j += 4 * m
-                        rows += 4 * m
-                    elif n - j >= m:
-                        _float_columns(src, offset + j * step, m * step, 1, wide, mode, scale, column_max, 0, acc)
-                        j += m
-                        rows += m
-                    else:
-                        _float_columns(src, offset + j * step, step, 1, width, mode, scale, column_max, 0, acc)
-                        j += 1
-                        rows += 1
-                    if rows >= block:
-                        _fold(acc, totals, comps)
-                        rows = 0
-                pos += n
-            if compensated:
-                _fold(acc, totals, comps)
-            else:
-                for j0 in range(width, wide, width):  # the m accumulators of each column
-                    acc[:width] += acc[j0:j0 + width]
-                totals = acc[:width]
-                comps = np.zeros(width)
-            if nchunks == 1:
-                for w in range(width):
-                    result[k0 + w] = _finish_sum(totals[w], comps[w], mode, divisor, column_max[w] if mode == SUM_EXP else 0.0)
-            else:
-                for w in range(width):
-                    out_total[(k0 + w) * nchunks + c] = totals[w]
-                    out_comp[(k0 + w) * nchunks + c] = comps[w]
+            result[k] = _finish_sum(total, comp, mode, divisor, shift)
+
+    return float_rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,7 +561,6 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
     squares=True: sum of x*x modulo 2**64 (low word only). Tiles (and wide rows) as in float_sums."""
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
-    run_length = rshape[-1]
     step = rstrides[-1]
     for task in prange(_n_tasks(kshape, tile, nchunks)):
         k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
@@ -521,8 +569,8 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
         high = np.zeros(width, dtype=np.uint64)
         if tile == 1:
             while pos < end:
-                offset = origin + _offset_of(pos, rshape, rstrides)
-                n = min(run_length - pos % run_length, end - pos)
+                offset, n = _next_run(pos, end, rshape, rstrides)
+                offset += origin
                 if squares:
                     total = low[0]  # a local accumulator: a store per element would not vectorise
                     if step == 1:
@@ -544,8 +592,8 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
             high_acc = np.zeros(m * width, dtype=np.int64)
             rows = 0
             while pos < end:
-                offset = origin + _offset_of(pos, rshape, rstrides)
-                n = min(run_length - pos % run_length, end - pos)
+                offset, n = _next_run(pos, end, rshape, rstrides)
+                offset += origin
                 j = 0
                 while j < n:
                     span = m if n - j >= m else 1  # m back-to-back rows read as one wide row
@@ -640,7 +688,6 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
     ``inf_bits`` (the bits of +inf) are NaNs. Tiles as in float_sums."""
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
-    run_length = rshape[-1]
     step = rstrides[-1]
     for task in prange(_n_tasks(kshape, tile, nchunks)):
         k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
@@ -650,8 +697,8 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
         best = np.full(wide, lowest_key(src[origin]))
         nans = np.zeros(wide, dtype=np.int64)
         while pos < end:
-            offset = origin + _offset_of(pos, rshape, rstrides)
-            n = min(run_length - pos % run_length, end - pos)
+            offset, n = _next_run(pos, end, rshape, rstrides)
+            offset += origin
             if tile == 1:
                 best[0], nans[0] = _max_run(src, offset, n, step, float_bits, inf_bits, best[0], nans[0])
             else:
@@ -694,7 +741,6 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
     32-bit types and rounded once from the exact uint64 distance for 64-bit ones (minus_distance)."""
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
-    run_length = rshape[-1]
     step = rstrides[-1]
     for task in prange(_n_tasks(kshape, 1, nchunks)):
         k, _, c, pos, end = _task(task, kshape, 1, nchunks, nr)
@@ -702,8 +748,8 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
         top = maxima[k]
         total = 0.0
         while pos < end:
-            offset = origin + _offset_of(pos, rshape, rstrides)
-            n = min(run_length - pos % run_length, end - pos)
+            offset, n = _next_run(pos, end, rshape, rstrides)
+            offset += origin
             for i in range(n):
                 total += exp_nonpositive(minus_distance(src[offset + i * step], top))
             pos += n
@@ -713,9 +759,14 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
 # Two compiled variants of each kernel: a parallel launch costs microseconds (DESIGN.md), so small
 # inputs take the serial one. The compensated steps must not be reassociated, so only the inner
 # _float_run carries FASTMATH.
+# KERNELS names of the float kernels per mode: general layouts, and single runs (_float_rows_for)
+FLOAT_SUMS = {SUM: "float_sum", SUM_SQUARES: "float_sum_squares", SUM_EXP: "float_sum_exp"}
+FLOAT_ROWS = {mode: name.replace("_sum", "_rows_sum", 1) for mode, name in FLOAT_SUMS.items()}
 KERNELS = {
-    fn.__name__: (entry(fn), entry(fn, parallel=True))
-    for fn in (float_sums, max_keys, int_sums, int_sum_exp)
+    name: (entry(fn), entry(fn, parallel=True))
+    for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
+    + [(FLOAT_ROWS[mode], _float_rows_for(mode)) for mode in FLOAT_ROWS]
+    + [(fn.__name__, fn) for fn in (max_keys, int_sums, int_sum_exp)]
 }
 
 
@@ -874,21 +925,33 @@ def finish_int_log_sum_exp(maxima, out_total, nchunks, count, type_max, result, 
 # Below the parallel threshold (one chunk per output, so nchunks is 1) the kernels and the finish
 # run in a single compiled call: each extra call from Python costs about 1 us of Numba dispatch,
 # which is most of the time of a small reduction. Same functions, same order: same results.
-_float_sums_serial = KERNELS["float_sums"][0]
+_float_sum_serial = KERNELS[FLOAT_SUMS[SUM]][0]
+_float_sum_squares_serial = KERNELS[FLOAT_SUMS[SUM_SQUARES]][0]
+_float_sum_exp_serial = KERNELS[FLOAT_SUMS[SUM_EXP]][0]
 _max_keys_serial = KERNELS["max_keys"][0]
 _int_sums_serial = KERNELS["int_sums"][0]
 
 
-@entry
-def serial_float_sums(src, base, dims, kept_ndim, tile, mode, divisor, result):
-    """Float mean (mode SUM, divisor n) or sum of squares into result; False if any result is not
-    finite (the float64 mean then retries scaled)."""
-    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, mode, 1.0, np.empty(0), np.empty(0), np.empty(0),
-                       divisor, result)
-    for k in range(result.size):
-        if not math.isfinite(result[k]):
-            return False
-    return True
+def _serial_float_sums_for(mode):
+    """A whole serial float mean (mode SUM, divisor n) or sum of squares (SUM_SQUARES)."""
+
+    def serial_float_sums(src, base, dims, kept_ndim, tile, divisor, result):
+        """Results into ``result``; False if any is not finite (the float64 mean then retries scaled)."""
+        if mode == SUM:  # a compile-time constant: the other branch is pruned
+            _float_sum_serial(src, base, dims, kept_ndim, 1, tile, 1.0, np.empty(0), np.empty(0), np.empty(0),
+                              divisor, result)
+        else:
+            _float_sum_squares_serial(src, base, dims, kept_ndim, 1, tile, 1.0, np.empty(0), np.empty(0),
+                                      np.empty(0), divisor, result)
+        for k in range(result.size):
+            if not math.isfinite(result[k]):
+                return False
+        return True
+
+    return serial_float_sums
+
+
+SERIAL_FLOAT_SUMS = {mode: entry(_serial_float_sums_for(mode)) for mode in (SUM, SUM_SQUARES)}
 
 
 @entry
@@ -900,8 +963,7 @@ def serial_float_log_sum_exp(src, keys, inf_bits, base, dims, kept_ndim, tile, r
     _max_keys_serial(keys, base, dims, kept_ndim, 1, tile, True, inf_bits, partial, nans)
     maxima = np.empty(n)
     finish_float_max(partial, nans, 1, src[:0], maxima)
-    _float_sums_serial(src, base, dims, kept_ndim, 1, tile, SUM_EXP, 1.0, maxima, np.empty(0), np.empty(0),
-                       1.0, result)
+    _float_sum_exp_serial(src, base, dims, kept_ndim, 1, tile, 1.0, maxima, np.empty(0), np.empty(0), 1.0, result)
 
 
 @entry

@@ -46,6 +46,10 @@ class Plan:
     nchunks: int  # pieces each output's reduced range is cut into
     tile: int  # neighbouring outputs (innermost kept axis, contiguous) a task reduces row by row, or 1
     parallel: bool
+    # one kept axis over one reduced axis, no tile, one chunk: each output is a single strided run
+    # (dims is then [n_kept, kept stride, n_reduced, reduced stride]); the float kernels have a lean
+    # variant for it
+    single_run: bool
 
 
 def _merge(dims):
@@ -100,7 +104,8 @@ def _layout(shape, strides, itemsize, reduced_axes):
     dims = np.array([d[0] for d in kept_dims] + [d[1] for d in kept_dims]
                     + [d[0] for d in reduced_dims] + [d[1] for d in reduced_dims], dtype=np.int64)
     dims.flags.writeable = False  # shared by every call of this geometry
-    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel)
+    single_run = nk == 1 and nr == 1 and tile == 1 and nchunks == 1
+    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run)
 
 
 def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.ndarray]:
