@@ -8,11 +8,8 @@ torch are used when importable and skipped with a printed note otherwise. A peer
 case (no kernel for that dtype, unsupported input, ...) is shown as ``n/a`` for that case.
 
 Timing: every implementation is called once before timing (for numred this is where Numba
-compiles). Then numred and the peers of one case are timed *interleaved*: each round calls every
-one of them once, in an order that rotates from round to round, each call timed with
-``time.perf_counter``, until a time budget and a minimum round count are both reached. A burst of
-load on a shared machine thus falls on all of them alike instead of on whichever was being timed.
-The table reports the median per call.
+compiles), then called repeatedly, each call timed with ``time.perf_counter``, until a time budget
+and a minimum call count are both reached. The table reports the median per call.
 
 Extras (``pip install "numred[bench]"``), all optional and imported lazily: tqdm draws a progress
 bar on stderr while measuring (stdout keeps only the table), matplotlib draws ``--plot FILE.png``.
@@ -290,55 +287,29 @@ QUICK_POLICY = TimingPolicy(target=0.04, min_calls=3, max_total=0.25)
 
 def median_time(fn: Callable[[], object], policy: TimingPolicy) -> float:
     """Median seconds per call of ``fn``, after one untimed warm-up call."""
-    result = interleaved_medians({"fn": fn}, policy)["fn"]
-    if isinstance(result, BaseException):
-        raise result
-    return result
-
-
-def interleaved_medians(fns: dict[str, Callable[[], object]], policy: TimingPolicy
-                        ) -> dict[str, float | BaseException]:
-    """Median seconds per call of each of ``fns``, timed in rounds that call each once, in an order
-    rotating from round to round. The budget is per function: rounds continue until every function's
-    timed calls add up to ``policy.target`` seconds on average and ``policy.min_calls`` rounds were
-    made (or ``policy.max_total`` seconds and 3 rounds): the fast ones get as many calls as the slowest. A function whose untimed warm-up call raises is
-    left out and reported by its exception; one that raises later stops the timing of all."""
-    results: dict[str, float | BaseException] = {}
-    live = []
-    for name, fn in fns.items():
-        try:
-            fn()  # warm-up: Numba compiles here, caches and allocators settle
-        except Exception as exc:
-            results[name] = exc
-        else:
-            live.append((name, fn))
-    times: dict[str, list[float]] = {name: [] for name, _ in live}
-    totals = dict.fromkeys(times, 0.0)
+    fn()  # warm-up: Numba compiles here, caches and allocators settle
+    times: list[float] = []
+    total = 0.0
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        rounds = 0
-        while live:
-            start = rounds % len(live)
-            for name, fn in live[start:] + live[:start]:
-                t0 = time.perf_counter()
-                fn()
-                dt = time.perf_counter() - t0
-                times[name].append(dt)
-                totals[name] += dt
-            rounds += 1
-            if rounds >= policy.max_calls:
+        while True:
+            t0 = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t0
+            times.append(dt)
+            total += dt
+            n = len(times)
+            if n >= policy.max_calls:
                 break
-            spent = sum(totals.values())
-            if rounds >= policy.min_calls and spent >= policy.target * len(live):
+            if total >= policy.target and n >= policy.min_calls:
                 break
-            if rounds >= 3 and spent >= policy.max_total * len(live):
+            if total >= policy.max_total and n >= 3:
                 break
     finally:
         if gc_was_enabled:
             gc.enable()
-    results.update((name, statistics.median(t)) for name, t in times.items())
-    return results
+    return statistics.median(times)
 
 
 # ----------------------------------------------------------------------------------- formatting
@@ -686,7 +657,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     for line in skipped:
         print(line, file=out)
     print(
-        "median time per call, numred and peers timed in interleaved rounds (numred's first call, where Numba compiles, is not timed); "
+        "median time per call (numred's first call, where Numba compiles, is not timed); "
         "ratio = peer time / numred time, > 1 means numred is faster; "
         "GB/s = numred input bytes / time",
         file=out,
@@ -731,20 +702,13 @@ def run(args: argparse.Namespace, out=None) -> int:
                 where = f"{case.shape_label()} axes {case.axes_label()}"
                 for op in ops:
                     fn = getattr(numred, op.name)
-                    progress.set_postfix_str(f"{op.onnx_name} {where}")
-                    contestants = {"numred": lambda fn=fn: fn(x, axes=numred_axes, keepdims=1)}
-                    for p in peers:
-                        try:
-                            contestants[p.name] = p.prepare(op, x, axes)
-                        except Exception as exc:  # this peer cannot run this case
-                            contestants[p.name] = None
-                            na_notes.setdefault((p.name, op.onnx_name), _short(exc))
-                    measured = interleaved_medians({k: f for k, f in contestants.items() if f is not None}, policy)
-                    progress.update(1 + len(peers))
-                    t_nr = measured["numred"]
-                    if isinstance(t_nr, BaseException):  # report, keep going, exit non-zero
-                        errors.append(f"{op.onnx_name} {where}: {_short(t_nr)}")
+                    progress.set_postfix_str(f"{op.onnx_name} {where}: numred")
+                    try:
+                        t_nr = median_time(lambda: fn(x, axes=numred_axes, keepdims=1), policy)
+                    except Exception as exc:  # report, keep going, exit non-zero
                         t_nr = None
+                        errors.append(f"{op.onnx_name} {where}: {_short(exc)}")
+                    progress.update()
                     cells = [
                         op.onnx_name,
                         case.shape_label(),
@@ -766,10 +730,13 @@ def run(args: argparse.Namespace, out=None) -> int:
                     }
                     peer_times = []
                     for p in peers:
-                        t = measured.get(p.name)
-                        if isinstance(t, BaseException):  # this peer cannot run this case
-                            na_notes.setdefault((p.name, op.onnx_name), _short(t))
+                        progress.set_postfix_str(f"{op.onnx_name} {where}: {p.name}")
+                        try:
+                            t = median_time(p.prepare(op, x, axes), policy)
+                        except Exception as exc:  # this peer cannot run this case
                             t = None
+                            na_notes.setdefault((p.name, op.onnx_name), _short(exc))
+                        progress.update()
                         record["peers"][p.name] = t
                         ratio = t / t_nr if (t is not None and t_nr) else None
                         if ratio is not None:
