@@ -131,6 +131,12 @@ def _int_sums(plan, src, squares):
     return low, high
 
 
+def _launch_int_rows(plan, src, squares, result):
+    """Integer mean (as uint64 bits) or wrapping sum of squares of a single-run plan into result."""
+    n_kept, kept_stride, n_reduced, step = plan.dims
+    _launch(K.INT_ROWS[squares], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, result)
+
+
 def _wrap_to(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """uint64 two's-complement bits -> dtype, keeping the low bits."""
     unsigned = np.dtype(f"u{dtype.itemsize}")
@@ -148,7 +154,9 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
         return means if means.dtype == dtype else round_float64_to(means, dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
-    if not plan.parallel:
+    if plan.single_run:
+        _launch_int_rows(plan, src, False, result)
+    elif not plan.parallel:
         K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, False, plan.n_reduced, result)
     else:
         low, high = _int_sums(plan, src, squares=False)
@@ -161,7 +169,9 @@ def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
         sums = _float_sums(plan, src, K.SUM_SQUARES, result_dtype=RESULT_DTYPE[dtype])[0]
         return sums if sums.dtype == dtype else round_float64_to(sums, dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
-    if not plan.parallel:
+    if plan.single_run:
+        _launch_int_rows(plan, src, True, result)
+    elif not plan.parallel:
         K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, True, plan.n_reduced, result)
     else:
         low, _ = _int_sums(plan, src, squares=True)

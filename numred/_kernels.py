@@ -520,6 +520,20 @@ def _halves_run(src, offset, n, step):
 
 
 @njit
+def _squares_run(src, offset, n, step):
+    """Sum of x * x modulo 2**64 over one run, as uint64 (a local accumulator: vectorises)."""
+    total = _U64(0)
+    if step == 1:
+        run = src[offset:offset + n]
+        for i in range(n):
+            total += square_bits(run[i])
+    else:
+        for i in range(n):
+            total += square_bits(src[offset + i * step])
+    return total
+
+
+@njit
 def _add_halves128(low, high, low_sum, high_sum):
     """(low, high) += high_sum * 2**32 + low_sum, in uint64 two's complement."""
     new_low = low + low_sum
@@ -572,15 +586,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
                 offset, n = _next_run(pos, end, rshape, rstrides)
                 offset += origin
                 if squares:
-                    total = low[0]  # a local accumulator: a store per element would not vectorise
-                    if step == 1:
-                        run = src[offset:offset + n]
-                        for i in range(n):
-                            total += square_bits(run[i])
-                    else:
-                        for i in range(n):
-                            total += square_bits(src[offset + i * step])
-                    low[0] = total
+                    low[0] += _squares_run(src, offset, n, step)
                 else:
                     for b in range(0, n, HALVES_BLOCK):
                         low_sum, high_sum = _halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
@@ -609,6 +615,27 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
         for w in range(width):
             out_low[(k0 + w) * nchunks + c] = low[w]
             out_high[(k0 + w) * nchunks + c] = high[w]
+
+
+def _int_rows_for(squares):
+    """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here,
+    as uint64 bits) or the wrapping sum of squares; no per-output arrays or chunk partials."""
+
+    def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
+        count = _U64(n_reduced)
+        for k in prange(n_kept):
+            origin = base + k * kept_stride
+            if squares:
+                result[k] = _squares_run(src, origin, n_reduced, step)
+            else:
+                low = _U64(0)
+                high = _U64(0)
+                for b in range(0, n_reduced, HALVES_BLOCK):
+                    low_sum, high_sum = _halves_run(src, origin + b * step, min(HALVES_BLOCK, n_reduced - b), step)
+                    low, high = _add_halves128(low, high, low_sum, high_sum)
+                result[k] = _int_mean(low, high, count)
+
+    return int_rows
 
 
 def float_key(x):
@@ -762,10 +789,12 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
 # KERNELS names of the float kernels per mode: general layouts, and single runs (_float_rows_for)
 FLOAT_SUMS = {SUM: "float_sum", SUM_SQUARES: "float_sum_squares", SUM_EXP: "float_sum_exp"}
 FLOAT_ROWS = {mode: name.replace("_sum", "_rows_sum", 1) for mode, name in FLOAT_SUMS.items()}
+INT_ROWS = {False: "int_rows_mean", True: "int_rows_sum_squares"}  # by ``squares``
 KERNELS = {
     name: (entry(fn), entry(fn, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
     + [(FLOAT_ROWS[mode], _float_rows_for(mode)) for mode in FLOAT_ROWS]
+    + [(INT_ROWS[squares], _int_rows_for(squares)) for squares in INT_ROWS]
     + [(fn.__name__, fn) for fn in (max_keys, int_sums, int_sum_exp)]
 }
 
@@ -842,6 +871,30 @@ def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
         result[k] = m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m
 
 
+@njit
+def _int_mean(low, high, count):
+    """The 128-bit two's-complement sum (low, high) divided by ``count`` (uint64), truncated toward
+    zero, as uint64 two's-complement bits."""
+    negative = (high >> _U64(63)) != _U64(0)
+    if negative:  # magnitude of the 128-bit value
+        low = ~low + _U64(1)
+        high = ~high + _U64(low == _U64(0))
+    if high == _U64(0):  # |sum| < 2**64: the machine division
+        quotient = low // count
+    else:
+        # |sum| / count: the quotient fits 64 bits (a mean lies within the dtype's range), so
+        # high < count and a 64-step long division of (high, low) finishes it.
+        remainder = high
+        quotient = _U64(0)
+        for bit in range(63, -1, -1):
+            remainder = (remainder << _U64(1)) | ((low >> _U64(bit)) & _U64(1))
+            quotient <<= _U64(1)
+            if remainder >= count:
+                remainder -= count
+                quotient |= _U64(1)
+    return _U64(0) - quotient if negative else quotient
+
+
 @entry
 def finish_int_mean(out_low, out_high, nchunks, count, result):
     """Exact mean truncated toward zero, as uint64 two's-complement bits."""
@@ -853,24 +906,7 @@ def finish_int_mean(out_low, out_high, nchunks, count, result):
             new_low = low + out_low[c]
             high += out_high[c] + _U64(new_low < low)
             low = new_low
-        negative = (high >> _U64(63)) != _U64(0)
-        if negative:  # magnitude of the 128-bit value
-            low = ~low + _U64(1)
-            high = ~high + _U64(low == _U64(0))
-        if high == _U64(0):  # |sum| < 2**64: the machine division
-            quotient = low // count
-        else:
-            # |sum| / count: the quotient fits 64 bits (a mean lies within the dtype's range), so
-            # high < count and a 64-step long division of (high, low) finishes it.
-            remainder = high
-            quotient = _U64(0)
-            for bit in range(63, -1, -1):
-                remainder = (remainder << _U64(1)) | ((low >> _U64(bit)) & _U64(1))
-                quotient <<= _U64(1)
-                if remainder >= count:
-                    remainder -= count
-                    quotient |= _U64(1)
-        result[k] = _U64(0) - quotient if negative else quotient
+        result[k] = _int_mean(low, high, count)
 
 
 @entry

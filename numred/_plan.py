@@ -99,7 +99,10 @@ def _layout(shape, strides, itemsize, reduced_axes):
     n_tiles = n_kept // kept_dims[-1][0] * -(-kept_dims[-1][0] // tile)
     nchunks = 1
     if n_tiles < FEW_TASKS:
-        nchunks = max(1, min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS, n_reduced))
+        wanted = min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS)
+        if wanted > 1:  # the nearest power of two: an even split over 2, 4, 8 threads (7 chunks kept
+            wanted = 1 << round(math.log2(wanted))  # one of two threads idle an eighth of the time)
+        nchunks = max(1, min(wanted, n_reduced))
     nk, nr = len(kept_dims), len(reduced_dims)
     dims = np.array([d[0] for d in kept_dims] + [d[1] for d in kept_dims]
                     + [d[0] for d in reduced_dims] + [d[1] for d in reduced_dims], dtype=np.int64)
