@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 from numba import njit, prange, types
+from llvmlite import ir
 from numba.extending import intrinsic, overload
 
 from ._runtime import entry
@@ -73,6 +74,30 @@ def _half_bits_to_float64(h):
     return _bits_to_float64(np.int64(bits | sign))
 
 
+def _cpu_converts_halves() -> bool:
+    """Whether the CPU Numba compiles for has F16C: LLVM's half type then converts with one vector
+    instruction, and without it crashes (DESIGN.md). Numba targets the host CPU unless
+    NUMBA_CPU_NAME / NUMBA_CPU_FEATURES name another; its disk cache is keyed by the CPU too."""
+    from numba.core import config
+    if config.CPU_NAME or config.CPU_FEATURES:
+        return "+f16c" in (config.CPU_FEATURES or "").split(",")
+    from llvmlite import binding
+    return bool(binding.get_host_cpu_features().get("f16c", False))
+
+
+CPU_CONVERTS_HALVES = _cpu_converts_halves()
+
+
+@intrinsic
+def _half_bits_to_float64_f16c(typingctx, bits):
+    """float16 bits (uint16) -> float64 through LLVM's half type (F16C's vcvtph2ps); exact."""
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.DoubleType())
+
+    return types.float64(types.uint16), codegen
+
+
 def as_float64(x):
     """The float64 value of one element of a float carrier array (typed per dtype at compile time)."""
 
@@ -82,6 +107,8 @@ def _as_float64_impl(x):
     if x in (types.float32, types.float64):
         return lambda x: np.float64(x)
     if x == types.uint16:  # float16 bits
+        if CPU_CONVERTS_HALVES:  # 1.5-2x the element rate of the integer decode
+            return lambda x: _half_bits_to_float64_f16c(x)
         return lambda x: _half_bits_to_float64(x)
     if x == types.int16:  # bfloat16 bits: the top half of a float32
         return lambda x: np.float64(_bits_to_float32(np.uint32(np.uint16(x)) << np.uint32(16)))
@@ -501,22 +528,45 @@ def _square_bits_impl(x):
 HALVES_BLOCK = 1 << 30
 
 
-@njit
-def _halves_run(src, offset, n, step):
-    """(sum of the low 32-bit halves as uint64, sum of the high halves as int64) of one run."""
-    low = _U64(0)
-    high = np.int64(0)
-    if step == 1:
-        run = src[offset:offset + n]
-        for i in range(n):
-            low += as_bits(run[i]) & _U64(0xFFFFFFFF)
-            high += high_half(run[i])
-    else:
-        for i in range(n):
-            x = src[offset + i * step]
-            low += as_bits(x) & _U64(0xFFFFFFFF)
-            high += high_half(x)
-    return low, high
+def halves_run(src, offset, n, step):
+    """(sum of the low 32-bit halves as uint64, sum of the high halves as int64) of one run of at
+    most HALVES_BLOCK elements: x = high * 2**32 + low for each x, so the sums hold the exact total."""
+
+
+@overload(halves_run)
+def _halves_run_impl(src, offset, n, step):
+    if src.dtype.bitwidth <= 32:
+        # one int64 accumulator is exact for 2**30 values of 32 bits, and takes one widening add
+        # per element instead of two halves; the halves are split off the total at the end
+        def narrow(src, offset, n, step):
+            total = np.int64(0)
+            if step == 1:
+                run = src[offset:offset + n]
+                for i in range(n):
+                    total += np.int64(run[i])
+            else:
+                for i in range(n):
+                    total += np.int64(src[offset + i * step])
+            return _U64(total) & _U64(0xFFFFFFFF), total >> 32
+
+        return narrow
+
+    def wide(src, offset, n, step):
+        low = _U64(0)
+        high = np.int64(0)
+        if step == 1:
+            run = src[offset:offset + n]
+            for i in range(n):
+                low += as_bits(run[i]) & _U64(0xFFFFFFFF)
+                high += high_half(run[i])
+        else:
+            for i in range(n):
+                x = src[offset + i * step]
+                low += as_bits(x) & _U64(0xFFFFFFFF)
+                high += high_half(x)
+        return low, high
+
+    return wide
 
 
 @njit
@@ -589,7 +639,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
                     low[0] += _squares_run(src, offset, n, step)
                 else:
                     for b in range(0, n, HALVES_BLOCK):
-                        low_sum, high_sum = _halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
+                        low_sum, high_sum = halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
                         low[0], high[0] = _add_halves128(low[0], high[0], low_sum, high_sum)
                 pos += n
         else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
@@ -631,7 +681,7 @@ def _int_rows_for(squares):
                 low = _U64(0)
                 high = _U64(0)
                 for b in range(0, n_reduced, HALVES_BLOCK):
-                    low_sum, high_sum = _halves_run(src, origin + b * step, min(HALVES_BLOCK, n_reduced - b), step)
+                    low_sum, high_sum = halves_run(src, origin + b * step, min(HALVES_BLOCK, n_reduced - b), step)
                     low, high = _add_halves128(low, high, low_sum, high_sum)
                 result[k] = _int_mean(low, high, count)
 
@@ -684,7 +734,18 @@ def _magnitude_bits_impl(x):
 
 @njit(fastmath=FASTMATH)
 def _max_run(src, offset, n, step, float_bits, inf_bits, best, nans):
-    if float_bits:
+    # A contiguous run is read through a slice: indexing src[offset + i] keeps a negative-index check
+    # per element, and the loop is not vectorised.
+    if step == 1:
+        run = src[offset:offset + n]
+        if float_bits:
+            for i in range(n):
+                best = max(best, float_key(run[i]))
+                nans += np.int64(magnitude_bits(run[i]) > inf_bits)
+        else:
+            for i in range(n):
+                best = max(best, as_wide(run[i]))
+    elif float_bits:
         for i in range(n):
             x = src[offset + i * step]
             best = max(best, float_key(x))
@@ -763,6 +824,20 @@ def _minus_distance_impl(x, top):
     return None
 
 
+@njit(fastmath=FASTMATH)
+def _int_exp_run(src, offset, n, step, top):
+    """Sum of exp(x - top) over one run of integers (a slice when contiguous, as in _max_run)."""
+    total = 0.0
+    if step == 1:
+        run = src[offset:offset + n]
+        for i in range(n):
+            total += exp_nonpositive(minus_distance(run[i], top))
+    else:
+        for i in range(n):
+            total += exp_nonpositive(minus_distance(src[offset + i * step], top))
+    return total
+
+
 def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
     """Sum of exp(x - max) per (output, chunk), one output per task; x - max is exact in float64 for
     32-bit types and rounded once from the exact uint64 distance for 64-bit ones (minus_distance)."""
@@ -777,8 +852,7 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, maxima, out_total):
         while pos < end:
             offset, n = _next_run(pos, end, rshape, rstrides)
             offset += origin
-            for i in range(n):
-                total += exp_nonpositive(minus_distance(src[offset + i * step], top))
+            total += _int_exp_run(src, offset, n, step, top)
             pos += n
         out_total[k * nchunks + c] = total
 

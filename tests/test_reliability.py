@@ -378,3 +378,47 @@ def test_float_results_bit_identical_run_to_run(dtype, opname):
                 a64, b64 = runs[2].astype(np.float64), runs[1].astype(np.float64)
                 spacing = oracle.ulp_array(np.where(np.isfinite(a64), a64, 0.0), dtype)
                 assert ((a64 == b64) | (np.abs(a64 - b64) <= spacing)).all(), f"{ctx}: 1 vs 2 threads beyond 1 ulp"
+
+
+# ---- float16 decoding ------------------------------------------------------------------------------
+
+_EVERY_HALF_SCRIPT = """
+import numpy as np, numred
+from numred import _kernels
+halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+x = np.stack([halves, halves], axis=1)  # each row twice: the mean of a row is its value, exactly
+means = numred.reduce_mean(x, np.array([1]), keepdims=0)
+print(int(_kernels.CPU_CONVERTS_HALVES))
+np.save({out!r}, means)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cpu", ["host", "generic"])
+def test_every_float16_bit_pattern_decodes_exactly(cpu, tmp_path):
+    """All 65536 float16 patterns through the kernels' decoding: with F16C conversions where the
+    CPU Numba compiles for has them ("host" here) and with the integer decoding where it may not
+    (NUMBA_CPU_NAME=generic, the usual setting for portable caches). The mean of [h, h] is h
+    exactly, for subnormals and infinities too; NaN stays NaN. The sign of a zero result is not
+    part of the contract (SEMANTICS.md is silent), so zeros are compared by value."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "means.npy"
+    env = dict(os.environ)
+    if cpu == "generic":
+        env["NUMBA_CPU_NAME"] = "generic"
+    done = subprocess.run([sys.executable, "-c", _EVERY_HALF_SCRIPT.format(out=str(out))], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    if cpu == "generic":
+        assert done.stdout.strip() == "0", "the generic CPU must take the integer decoding"
+    means = np.load(out)
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    nan = np.isnan(halves)
+    assert np.isnan(means[nan]).all()
+    nonzero = ~nan & (halves != 0)
+    mismatched = np.nonzero(means[nonzero].view(np.uint16) != halves[nonzero].view(np.uint16))[0]
+    assert mismatched.size == 0, [float(v) for v in halves[nonzero][mismatched[:5]]]
+    assert (means[halves == 0] == 0).all()
