@@ -65,7 +65,7 @@ def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divis
     kernel writes the results itself; otherwise its chunk partials are combined here."""
     divisor = float(divisor)
     if plan.single_run:
-        n_kept, kept_stride, n_reduced, step = plan.dims
+        n_kept, kept_stride, n_reduced, step = plan.single_run
         _launch(K.FLOAT_ROWS[mode], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima,
                 divisor, result)
         return
@@ -133,7 +133,7 @@ def _int_sums(plan, src, squares):
 
 def _launch_int_rows(plan, src, squares, result):
     """Integer mean (as uint64 bits) or wrapping sum of squares of a single-run plan into result."""
-    n_kept, kept_stride, n_reduced, step = plan.dims
+    n_kept, kept_stride, n_reduced, step = plan.single_run
     _launch(K.INT_ROWS[squares], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, result)
 
 

@@ -46,10 +46,10 @@ class Plan:
     nchunks: int  # pieces each output's reduced range is cut into
     tile: int  # neighbouring outputs (innermost kept axis, contiguous) a task reduces row by row, or 1
     parallel: bool
-    # one kept axis over one reduced axis, no tile, one chunk: each output is a single strided run
-    # (dims is then [n_kept, kept stride, n_reduced, reduced stride]); the float kernels have a lean
-    # variant for it
-    single_run: bool
+    # one kept axis over one reduced axis, no tile, one chunk: each output is a single strided run,
+    # and the kernels have a lean variant for it. Then (n_kept, kept stride, n_reduced, reduced
+    # stride) as Python ints (NumPy scalars cost Numba's dispatcher more), else None.
+    single_run: tuple[int, int, int, int] | None
 
 
 def _merge(dims):
@@ -107,7 +107,9 @@ def _layout(shape, strides, itemsize, reduced_axes):
     dims = np.array([d[0] for d in kept_dims] + [d[1] for d in kept_dims]
                     + [d[0] for d in reduced_dims] + [d[1] for d in reduced_dims], dtype=np.int64)
     dims.flags.writeable = False  # shared by every call of this geometry
-    single_run = nk == 1 and nr == 1 and tile == 1 and nchunks == 1
+    single_run = None
+    if nk == 1 and nr == 1 and tile == 1 and nchunks == 1:
+        single_run = (kept_dims[0][0], kept_dims[0][1], reduced_dims[0][0], reduced_dims[0][1])
     return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run)
 
 
