@@ -600,22 +600,40 @@ def _int_columns(row, squares, low_acc, high_acc):
     if squares:
         for i in range(row.size):
             low_acc[i] += square_bits(row[i])
+    elif narrow_int(row):  # whole values into high_acc: one widening add (see _fold_halves)
+        for i in range(row.size):
+            high_acc[i] += np.int64(row[i])
     else:
         for i in range(row.size):
             low_acc[i] += as_bits(row[i]) & _U64(0xFFFFFFFF)
             high_acc[i] += high_half(row[i])
 
 
+def narrow_int(x):
+    """Whether array ``x`` holds integers of 32 bits or fewer, whose sums of up to HALVES_BLOCK
+    values one int64 holds exactly (a compile-time constant)."""
+
+
+@overload(narrow_int)
+def _narrow_int_impl(x):
+    narrow = isinstance(x, types.Array) and isinstance(x.dtype, types.Integer) and x.dtype.bitwidth <= 32
+    return lambda x: narrow
+
+
 @njit
-def _fold_halves(low_acc, high_acc, low, high, squares):
-    """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them."""
+def _fold_halves(low_acc, high_acc, low, high, squares, narrow):
+    """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them.
+    With ``narrow`` data high_acc holds whole sums (_int_columns), split into halves here."""
     width = low.size
     for i0 in range(0, low_acc.size, width):  # no i % width, as in _fold
         for w in range(width):
             if squares:
                 low[w] += low_acc[i0 + w]
             else:
-                low[w], high[w] = _add_halves128(low[w], high[w], low_acc[i0 + w], high_acc[i0 + w])
+                low_sum, high_sum = low_acc[i0 + w], high_acc[i0 + w]
+                if narrow:
+                    low_sum, high_sum = _U64(high_sum) & _U64(0xFFFFFFFF), high_sum >> 32
+                low[w], high[w] = _add_halves128(low[w], high[w], low_sum, high_sum)
             low_acc[i0 + w] = 0
             high_acc[i0 + w] = 0
 
@@ -658,10 +676,10 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
                     j += span
                     rows += span
                     if rows >= HALVES_BLOCK:
-                        _fold_halves(low_acc, high_acc, low, high, squares)
+                        _fold_halves(low_acc, high_acc, low, high, squares, narrow_int(src))
                         rows = 0
                 pos += n
-            _fold_halves(low_acc, high_acc, low, high, squares)
+            _fold_halves(low_acc, high_acc, low, high, squares, narrow_int(src))
         for w in range(width):
             out_low[(k0 + w) * nchunks + c] = low[w]
             out_high[(k0 + w) * nchunks + c] = high[w]
