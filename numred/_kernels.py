@@ -609,6 +609,23 @@ def _int_columns(row, squares, low_acc, high_acc):
             high_acc[i] += high_half(row[i])
 
 
+@njit
+def _int_columns4(r0, r1, r2, r3, squares, low_acc, high_acc):
+    """_int_columns over four rows at once: a quarter of the traffic to the accumulators."""
+    if squares:
+        for i in range(r0.size):
+            low_acc[i] += (square_bits(r0[i]) + square_bits(r1[i])) + (square_bits(r2[i]) + square_bits(r3[i]))
+    elif narrow_int(r0):
+        for i in range(r0.size):
+            high_acc[i] += (np.int64(r0[i]) + np.int64(r1[i])) + (np.int64(r2[i]) + np.int64(r3[i]))
+    else:
+        mask = _U64(0xFFFFFFFF)
+        for i in range(r0.size):
+            low_acc[i] += ((as_bits(r0[i]) & mask) + (as_bits(r1[i]) & mask)) + (
+                (as_bits(r2[i]) & mask) + (as_bits(r3[i]) & mask))
+            high_acc[i] += (high_half(r0[i]) + high_half(r1[i])) + (high_half(r2[i]) + high_half(r3[i]))
+
+
 def narrow_int(x):
     """Whether array ``x`` holds integers of 32 bits or fewer, whose sums of up to HALVES_BLOCK
     values one int64 holds exactly (a compile-time constant)."""
@@ -670,9 +687,17 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
                 offset += origin
                 j = 0
                 while j < n:
-                    span = m if n - j >= m else 1  # m back-to-back rows read as one wide row
                     start = offset + j * step
-                    _int_columns(src[start:start + span * width], squares, low_acc, high_acc)
+                    if n - j >= 4 * m:  # four (wide) rows per call, as in float_sums
+                        wide = m * width
+                        _int_columns4(src[start:start + wide], src[start + m * step:start + m * step + wide],
+                                      src[start + 2 * m * step:start + 2 * m * step + wide],
+                                      src[start + 3 * m * step:start + 3 * m * step + wide],
+                                      squares, low_acc, high_acc)
+                        span = 4 * m
+                    else:
+                        span = m if n - j >= m else 1  # m back-to-back rows read as one wide row
+                        _int_columns(src[start:start + span * width], squares, low_acc, high_acc)
                     j += span
                     rows += span
                     if rows >= HALVES_BLOCK:
