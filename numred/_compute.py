@@ -45,16 +45,9 @@ def _tasks(plan):
 def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round float64 results once to a float dtype."""
     if dtype == BFLOAT16:
-        # ml_dtypes rounds float64 -> bfloat16 through float32 (two roundings). Rounding to float32
-        # with round-to-odd first keeps enough sticky information for the second rounding to be exact.
-        with np.errstate(over="ignore"):
-            nearest = values.astype(np.float32)
-        wide = nearest.astype(np.float64)
-        inexact = np.isfinite(values) & (wide != values)
-        bits = nearest.view(np.uint32).copy()
-        bits[inexact & (np.abs(wide) > np.abs(values))] -= 1  # toward zero: the magnitude is the low bits
-        bits[inexact] |= 1
-        return bits.view(np.float32).astype(BFLOAT16)
+        bits = np.empty(values.shape, dtype=np.uint16)
+        K.finish_bfloat16_rounding(values, np.empty(values.shape, dtype=np.float32), bits)
+        return bits.view(BFLOAT16)
     with np.errstate(over="ignore"):
         return values.astype(dtype)
 
@@ -104,6 +97,15 @@ FLOAT_BITS = {
 # float dtype -> the dtype the kernels write: float32 and float64 themselves (Numba rounds float64
 # once); float16 and bfloat16 come back as float64 for round_float64_to.
 RESULT_DTYPE = {dtype: dtype if dtype.itemsize >= 4 else np.dtype(np.float64) for dtype in FLOAT_BITS}
+
+
+# integer dtype -> (the dtype its maxima and log-sum-exp results are computed in, its largest value
+# in that dtype)
+INT_WIDENING = {
+    np.dtype(t): (np.dtype(np.uint64 if np.dtype(t).kind == "u" else np.int64),
+                  (np.uint64 if np.dtype(t).kind == "u" else np.int64)(np.iinfo(t).max))
+    for t in (np.int32, np.int64, np.uint32, np.uint64)
+}
 
 
 def _maxima(plan, src, dtype):
@@ -189,17 +191,21 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
         else:
             _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
         return result if result.dtype == dtype else round_float64_to(result, dtype)
-    maxima = _maxima(plan, src, dtype)
-    wide = maxima.dtype
-    totals = np.empty(_tasks(plan))
-    _launch("int_sum_exp", plan, *_geometry(plan, src), maxima, totals)
+    wide, type_max = INT_WIDENING[dtype]
     result = np.empty(plan.n_kept, dtype=wide)
-    fits = np.empty(plan.n_kept, dtype=np.bool_)
-    K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, wide.type(np.iinfo(dtype).max),
-                             result, fits)
-    if not fits.all():
+    if not plan.parallel:
+        fits = K.serial_int_log_sum_exp(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced,
+                                        type_max, result)
+    else:
+        maxima = _maxima(plan, src, dtype)
+        totals = np.empty(_tasks(plan))
+        _launch("int_sum_exp", plan, *_geometry(plan, src), maxima, totals)
+        fits_each = np.empty(plan.n_kept, dtype=np.bool_)
+        K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
+        fits = fits_each.all()
+    if not fits:
         raise ValueError(
-            f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {np.iinfo(dtype).max}); "
+            f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {type_max}); "
             "integer results are not clamped"
         )
     return result.astype(dtype)

@@ -988,6 +988,29 @@ def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
         result[k] = m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m
 
 
+@entry
+def finish_bfloat16_rounding(values, rounded, bits):
+    """bits[k] = the bfloat16 bits of values[k] (float64) rounded once to nearest-even, through
+    ``rounded``, float32 scratch of the same size. ml_dtypes rounds float64 through float32 (two
+    roundings); rounding to float32 with round-to-odd first keeps enough sticky information for the
+    second rounding, float32 -> bfloat16 on the bits, to be exact. One loop here replaces about ten
+    NumPy passes, which cost a small call some 25 us."""
+    rounded_bits = rounded.view(np.uint32)
+    for k in range(values.size):
+        value = values[k]
+        rounded[k] = np.float32(value)  # to nearest; beyond float32's range, inf
+        word = rounded_bits[k]
+        if math.isnan(value):
+            bits[k] = np.uint16((word >> np.uint32(16)) | np.uint32(0x40))  # quiet, sign kept
+            continue
+        wide = np.float64(rounded[k])
+        if wide != value and math.isfinite(value):  # inexact: step to the odd neighbour toward zero
+            if abs(wide) > abs(value):
+                word -= np.uint32(1)  # sign-magnitude: toward zero is one less on the magnitude
+            word |= np.uint32(1)
+        bits[k] = np.uint16((word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+
+
 @njit
 def _int_mean(low, high, count):
     """The 128-bit two's-complement sum (low, high) divided by ``count`` (uint64), truncated toward
@@ -1083,6 +1106,7 @@ _float_sum_squares_serial = KERNELS[FLOAT_SUMS[SUM_SQUARES]][0]
 _float_sum_exp_serial = KERNELS[FLOAT_SUMS[SUM_EXP]][0]
 _max_keys_serial = KERNELS["max_keys"][0]
 _int_sums_serial = KERNELS["int_sums"][0]
+_int_sum_exp_serial = KERNELS["int_sum_exp"][0]
 
 
 def _serial_float_sums_for(mode):
@@ -1130,3 +1154,18 @@ def serial_int_sums(src, base, dims, kept_ndim, tile, squares, count, result):
         finish_int_squares(low, 1, result)
     else:
         finish_int_mean(low, high, 1, count, result)
+
+
+@entry
+def serial_int_log_sum_exp(src, base, dims, kept_ndim, tile, count, type_max, result):
+    """Integer log-sum-exp into result (in the widened dtype); False if a result does not fit the
+    input dtype (``type_max``), for the caller to raise."""
+    n = result.size
+    maxima = np.empty(n, dtype=result.dtype)
+    nans = np.empty(n, dtype=np.int64)
+    _max_keys_serial(src, base, dims, kept_ndim, 1, tile, False, 0, maxima, nans)
+    totals = np.empty(n)
+    _int_sum_exp_serial(src, base, dims, kept_ndim, 1, maxima, totals)
+    fits = np.empty(n, dtype=np.bool_)
+    finish_int_log_sum_exp(maxima, totals, 1, count, type_max, result, fits)
+    return fits.all()
