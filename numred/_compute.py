@@ -42,16 +42,6 @@ def _tasks(plan):
     return plan.n_kept * plan.nchunks
 
 
-def round_float64_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round float64 results once to a float dtype."""
-    if dtype == BFLOAT16:
-        bits = np.empty(values.shape, dtype=np.uint16)
-        K.finish_bfloat16_rounding(values, np.empty(values.shape, dtype=np.float32), bits)
-        return bits.view(BFLOAT16)
-    with np.errstate(over="ignore"):
-        return values.astype(dtype)
-
-
 def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0):
     """result[k] = sum_k / divisor (SUM: of x * scale; SUM_SQUARES) or maxima[k] + log(sum_k)
     (SUM_EXP: of exp(x - maxima[k])), rounded once to result's dtype. With one chunk per output the
@@ -94,9 +84,11 @@ FLOAT_BITS = {
     np.dtype(np.float16): (np.dtype(np.int16), 0x7C00),
     BFLOAT16: (np.dtype(np.int16), 0x7F80),
 }
-# float dtype -> the dtype the kernels write: float32 and float64 themselves (Numba rounds float64
-# once); float16 and bfloat16 come back as float64 for round_float64_to.
-RESULT_DTYPE = {dtype: dtype if dtype.itemsize >= 4 else np.dtype(np.float64) for dtype in FLOAT_BITS}
+# float dtype -> the dtype the kernels write, rounding once from float64 (store_rounded): float32 and
+# float64 themselves; float16 and bfloat16 as their bits, in the carrier dtypes of their inputs
+# (as in _frontend.CARRIERS)
+RESULT_DTYPE = {dtype: dtype for dtype in FLOAT_BITS} | {np.dtype(np.float16): np.dtype(np.uint16),
+                                                         BFLOAT16: np.dtype(np.int16)}
 
 
 # integer dtype -> (the dtype its maxima and log-sum-exp results are computed in, its largest value
@@ -154,7 +146,7 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             overflowed = ~np.isfinite(means)
             rescaled = _float_sums(plan, src, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
             means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
-        return means if means.dtype == dtype else round_float64_to(means, dtype)
+        return means.view(dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
     if plan.single_run:
         _launch_int_rows(plan, src, False, result)
@@ -169,7 +161,7 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
         sums = _float_sums(plan, src, K.SUM_SQUARES, result_dtype=RESULT_DTYPE[dtype])[0]
-        return sums if sums.dtype == dtype else round_float64_to(sums, dtype)
+        return sums.view(dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
     if plan.single_run:
         _launch_int_rows(plan, src, True, result)
@@ -190,7 +182,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
                                        plan.kept_ndim, plan.tile, result)
         else:
             _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
-        return result if result.dtype == dtype else round_float64_to(result, dtype)
+        return result.view(dtype)
     wide, type_max = INT_WIDENING[dtype]
     result = np.empty(plan.n_kept, dtype=wide)
     if not plan.parallel:

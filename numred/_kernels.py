@@ -52,6 +52,7 @@ def _bitcast(source, target):
 _bits_to_float32 = _bitcast(types.uint32, types.float32)
 _bits_to_float64 = _bitcast(types.int64, types.float64)
 _float64_to_bits = _bitcast(types.float64, types.int64)
+_float32_to_bits = _bitcast(types.float32, types.uint32)
 
 
 _HALF_REBIAS = 2.0**1008  # 2**(1023 - 15): float64 exponent bias minus float16's
@@ -260,6 +261,80 @@ def _neumaier(total, compensation, value):
     return t, compensation
 
 
+# ---------------------------------------------------------------------------------------------
+# storing a result: one rounding from float64 to the output dtype
+# ---------------------------------------------------------------------------------------------
+@njit
+def _round_to_odd_float32_bits(value):
+    """The bits of float64 ``value`` (not NaN) rounded to float32 with round-to-odd: inexact results
+    get an odd last bit; beyond float32's range, the largest finite value. Rounding those once more,
+    to a format of at most 11 significant bits, rounds ``value`` itself correctly, where plain
+    rounding through float32 would round twice (ml_dtypes rounds float64 -> bfloat16 that way)."""
+    nearest = np.float32(value)  # beyond float32's range, inf
+    word = _float32_to_bits(nearest)
+    wide = np.float64(nearest)
+    if wide != value and math.isfinite(value):  # inexact: step to the odd neighbour toward zero
+        if abs(wide) > abs(value):
+            word -= np.uint32(1)  # sign-magnitude: toward zero is one less on the magnitude
+        word |= np.uint32(1)
+    return word
+
+
+@njit
+def _float32_bits_to_half_bits(word):
+    """float32 bits (not NaN) -> float16 bits, rounded to nearest-even, in integer arithmetic."""
+    sign = (word >> np.uint32(16)) & np.uint32(0x8000)
+    magnitude = word & np.uint32(0x7FFFFFFF)
+    if magnitude >= np.uint32(0x47800000):  # 2**16 or more: inf
+        return np.uint16(sign | np.uint32(0x7C00))
+    if magnitude >= np.uint32(0x38800000):  # a normal half (from 2**-14): rebias, round on the bits;
+        # a carry out of the mantissa steps the exponent, up to inf for [65520, 65536)
+        odd = (magnitude >> np.uint32(13)) & np.uint32(1)
+        return np.uint16(sign | ((magnitude - np.uint32(112 << 23) + np.uint32(0xFFF) + odd) >> np.uint32(13)))
+    # a subnormal half or zero: the significand in units of 2**-24, shifted with ties to even
+    exponent = max(np.int64(magnitude >> np.uint32(23)), 1)
+    significand = np.uint64(magnitude & np.uint32(0x7FFFFF))
+    if magnitude >= np.uint32(0x800000):
+        significand |= np.uint64(0x800000)  # the implicit bit of a normal float32
+    shift = 126 - exponent  # at least 14
+    if shift > 40:
+        return np.uint16(sign)
+    odd = (significand >> np.uint64(shift)) & np.uint64(1)
+    half = (significand + (np.uint64(1) << np.uint64(shift - 1)) - np.uint64(1) + odd) >> np.uint64(shift)
+    return np.uint16(sign | np.uint32(half))
+
+
+def store_rounded(result, k, value):
+    """result[k] = float64 ``value`` rounded once to the output dtype. float32 and float64 results
+    are float arrays (the store rounds). float16 and bfloat16 results travel as their bits, in the
+    carrier dtypes of the input (uint16: float16, int16: bfloat16), rounded here; ml_dtypes would
+    round bfloat16 through float32, twice, and NumPy passes over small results cost microseconds."""
+
+
+@overload(store_rounded)
+def _store_rounded_impl(result, k, value):
+    if isinstance(result.dtype, types.Float):
+        def store(result, k, value):
+            result[k] = value
+    elif result.dtype == types.uint16:  # float16
+        def store(result, k, value):
+            if math.isnan(value):
+                result[k] = np.uint16(0x7E00)
+            else:
+                result[k] = _float32_bits_to_half_bits(_round_to_odd_float32_bits(value))
+    elif result.dtype == types.int16:  # bfloat16
+        def store(result, k, value):
+            if math.isnan(value):
+                result[k] = np.int16(0x7FC0)
+            else:
+                word = _round_to_odd_float32_bits(value)
+                result[k] = np.int16(np.uint16(
+                    (word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)))
+    else:
+        return None
+    return store
+
+
 @njit
 def _compensated_result(total, compensation):
     # Once the running total is inf or NaN, the compensation holds inf - inf garbage; the total is
@@ -407,7 +482,7 @@ def _float_sums_for(mode):
                             total, comp = _neumaier(total, comp, piece)
                         pos += n
                 if nchunks == 1:
-                    result[k0] = _finish_sum(total, comp, mode, divisor, shift)
+                    store_rounded(result, k0, _finish_sum(total, comp, mode, divisor, shift))
                 else:
                     out_total[k0 * nchunks + c] = total
                     out_comp[k0 * nchunks + c] = comp
@@ -456,7 +531,8 @@ def _float_sums_for(mode):
                     comps = np.zeros(width)
                 if nchunks == 1:
                     for w in range(width):
-                        result[k0 + w] = _finish_sum(totals[w], comps[w], mode, divisor, column_max[w] if mode == SUM_EXP else 0.0)
+                        store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], mode, divisor,
+                                                                  column_max[w] if mode == SUM_EXP else 0.0))
                 else:
                     for w in range(width):
                         out_total[(k0 + w) * nchunks + c] = totals[w]
@@ -485,7 +561,7 @@ def _float_rows_for(mode):
                     for b in range(0, n_reduced, block):
                         piece = _float_run(src, origin + b * step, min(block, n_reduced - b), step, mode, shift)
                         total, comp = _neumaier(total, comp, piece)
-            result[k] = _finish_sum(total, comp, mode, divisor, shift)
+            store_rounded(result, k, _finish_sum(total, comp, mode, divisor, shift))
 
     return float_rows
 
@@ -933,9 +1009,9 @@ def _combined_sum(out_total, out_comp, k, nchunks):
 @entry
 def finish_float_sums(out_total, out_comp, nchunks, divisor, result):
     """result[k] = (sum of the partials of output k) / divisor, rounded once to result's dtype
-    (float32 or float64; float16 and bfloat16 results come back as float64 for NumPy to round)."""
+    (store_rounded: float32 and float64, or the bits of float16 and bfloat16)."""
     for k in range(result.size):
-        result[k] = _combined_sum(out_total, out_comp, k, nchunks) / divisor
+        store_rounded(result, k, _combined_sum(out_total, out_comp, k, nchunks) / divisor)
 
 
 @entry
@@ -985,30 +1061,7 @@ def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
     or -inf for an all -inf set) is the answer itself."""
     for k in range(result.size):
         m = maxima[k]
-        result[k] = m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m
-
-
-@entry
-def finish_bfloat16_rounding(values, rounded, bits):
-    """bits[k] = the bfloat16 bits of values[k] (float64) rounded once to nearest-even, through
-    ``rounded``, float32 scratch of the same size. ml_dtypes rounds float64 through float32 (two
-    roundings); rounding to float32 with round-to-odd first keeps enough sticky information for the
-    second rounding, float32 -> bfloat16 on the bits, to be exact. One loop here replaces about ten
-    NumPy passes, which cost a small call some 25 us."""
-    rounded_bits = rounded.view(np.uint32)
-    for k in range(values.size):
-        value = values[k]
-        rounded[k] = np.float32(value)  # to nearest; beyond float32's range, inf
-        word = rounded_bits[k]
-        if math.isnan(value):
-            bits[k] = np.uint16((word >> np.uint32(16)) | np.uint32(0x40))  # quiet, sign kept
-            continue
-        wide = np.float64(rounded[k])
-        if wide != value and math.isfinite(value):  # inexact: step to the odd neighbour toward zero
-            if abs(wide) > abs(value):
-                word -= np.uint32(1)  # sign-magnitude: toward zero is one less on the magnitude
-            word |= np.uint32(1)
-        bits[k] = np.uint16((word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+        store_rounded(result, k, m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m)
 
 
 @njit

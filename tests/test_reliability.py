@@ -424,29 +424,46 @@ def test_every_float16_bit_pattern_decodes_exactly(cpu, tmp_path):
     assert (means[halves == 0] == 0).all()
 
 
-def test_float64_results_round_once_to_bfloat16():
-    """The last step of every bfloat16 reduction: float64 -> bfloat16 in one correct rounding
+@pytest.mark.parametrize("dtype", [BFLOAT16, np.dtype(np.float16)], ids=str)
+def test_float64_results_round_once_to_16_bit_floats(dtype):
+    """The last step of every bfloat16 and float16 reduction: float64 -> dtype in one correct rounding
     (ties to even, overflow to inf), against exact rounding of the rational value. The values
     cover the whole range (subnormals and overflow included) and sit on, just above and just below
-    bfloat16 ties at float64 resolution, where rounding through float32 first would go wrong."""
-    from numred._compute import round_float64_to
+    ties at float64 resolution, where rounding through float32 first would go wrong. The kernels'
+    own store (store_rounded) is called through a loop compiled here; results travel as the bits."""
+    import numba
+
+    from numred._kernels import store_rounded
+
+    @numba.njit
+    def store_all(values, result):
+        for k in range(values.size):
+            store_rounded(result, k, values[k])
+
+    carrier = np.dtype(np.int16) if dtype == BFLOAT16 else np.dtype(np.uint16)
+
+    def round_float64_to(values, dtype):
+        result = np.empty(values.size, dtype=carrier)
+        store_all(values, result)
+        return result.view(dtype)
 
     rng = np.random.default_rng(7)
-    smallest, largest = float(oracle.ulp(0, BFLOAT16)), float(oracle.max_finite(BFLOAT16))
+    smallest, largest = float(oracle.ulp(0, dtype)), float(oracle.max_finite(dtype))
     mags = np.exp2(rng.uniform(math.log2(smallest) - 2, math.log2(largest) + 1, 3000))
-    # ties: a bfloat16 value plus half its ulp, and the float64 neighbours on either side
-    on_grid = np.array([float(oracle.round_fraction(Fraction(v), BFLOAT16)) for v in mags[:1000].tolist()])
+    # ties: a value of the dtype plus half its ulp, and the float64 neighbours on either side
+    on_grid = np.array([float(oracle.round_fraction(Fraction(v), dtype)) for v in mags[:1000].tolist()])
     on_grid = on_grid[np.isfinite(on_grid)]
-    ties = on_grid + np.array([float(oracle.ulp(Fraction(v), BFLOAT16)) / 2 for v in on_grid.tolist()])
-    ties = ties[np.isfinite(ties)]
-    values = np.concatenate([mags, ties, np.nextafter(ties, 0), np.nextafter(ties, np.inf),
-                             [0.0, largest * (1 + 2.0**-9), np.nextafter(largest * (1 + 2.0**-9), 0)]])
+    ties = on_grid + np.array([float(oracle.ulp(Fraction(v), dtype)) / 2 for v in on_grid.tolist()])
+    # and the edges: the overflow threshold (a tie with inf), half the smallest subnormal (a tie with 0)
+    edges = [float(oracle.overflow_threshold(dtype)), smallest / 2, 3 * smallest / 2, smallest, largest]
+    ties = np.concatenate([ties[np.isfinite(ties)], edges])
+    values = np.concatenate([mags, ties, np.nextafter(ties, 0), np.nextafter(ties, np.inf), [0.0]])
     values = np.concatenate([values, -values])
-    rounded = round_float64_to(values, BFLOAT16)
-    assert rounded.dtype == BFLOAT16 and rounded.shape == values.shape
+    rounded = round_float64_to(values, dtype)
+    assert rounded.dtype == dtype and rounded.shape == values.shape
     got = rounded.astype(np.float64).tolist()
     for v, g in zip(values.tolist(), got):
-        assert g == oracle.round_fraction(Fraction(v), BFLOAT16), (v, g)
-    specials = round_float64_to(np.array([np.inf, -np.inf, np.nan, -0.0]), BFLOAT16).astype(np.float64)
+        assert g == oracle.round_fraction(Fraction(v), dtype), (v, g)
+    specials = round_float64_to(np.array([np.inf, -np.inf, np.nan, -0.0]), dtype).astype(np.float64)
     assert specials[0] == np.inf and specials[1] == -np.inf and np.isnan(specials[2])
     assert specials[3] == 0 and math.copysign(1, specials[3]) == -1
