@@ -118,17 +118,25 @@ def _maxima(plan, src, dtype):
     return values
 
 
-def _int_sums(plan, src, squares):
-    low = np.empty(_tasks(plan), dtype=np.uint64)
-    high = np.empty(_tasks(plan), dtype=np.uint64)
-    _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, low, high)
-    return low, high
+_NO_WORDS = np.zeros(0, dtype=np.uint64)  # the partial arguments when the kernel finishes the results
 
 
-def _launch_int_rows(plan, src, squares, result):
-    """Integer mean (as uint64 bits) or wrapping sum of squares of a single-run plan into result."""
-    n_kept, kept_stride, n_reduced, step = plan.single_run
-    _launch(K.INT_ROWS[squares], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, result)
+def _int_sums(plan, src, squares, result):
+    """Integer exact mean (as uint64 bits) or wrapping sum of squares (squares) into result."""
+    if plan.single_run:
+        n_kept, kept_stride, n_reduced, step = plan.single_run
+        _launch(K.INT_ROWS[squares], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, result)
+    elif plan.nchunks == 1:
+        _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, _NO_WORDS, _NO_WORDS,
+                result)
+    else:
+        low = np.empty(_tasks(plan), dtype=np.uint64)
+        high = np.empty(_tasks(plan), dtype=np.uint64)
+        _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, low, high, result)
+        if squares:
+            K.finish_int_squares(low, plan.nchunks, result)
+        else:
+            K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
 
 
 def _wrap_to(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -148,13 +156,7 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
         return means.view(dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
-    if plan.single_run:
-        _launch_int_rows(plan, src, False, result)
-    elif not plan.parallel:
-        K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, False, plan.n_reduced, result)
-    else:
-        low, high = _int_sums(plan, src, squares=False)
-        K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
+    _int_sums(plan, src, False, result)
     return _wrap_to(result, dtype)
 
 
@@ -163,13 +165,7 @@ def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
         sums = _float_sums(plan, src, K.SUM_SQUARES, result_dtype=RESULT_DTYPE[dtype])[0]
         return sums.view(dtype)
     result = np.empty(plan.n_kept, dtype=np.uint64)
-    if plan.single_run:
-        _launch_int_rows(plan, src, True, result)
-    elif not plan.parallel:
-        K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, True, plan.n_reduced, result)
-    else:
-        low, _ = _int_sums(plan, src, squares=True)
-        K.finish_int_squares(low, plan.nchunks, result)
+    _int_sums(plan, src, True, result)
     return _wrap_to(result, dtype)
 
 

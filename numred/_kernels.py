@@ -715,25 +715,31 @@ def _narrow_int_impl(x):
 
 @njit
 def _fold_halves(low_acc, high_acc, low, high, squares, narrow):
-    """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them.
-    With ``narrow`` data high_acc holds whole sums (_int_columns), split into halves here."""
+    """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them. Only
+    the accumulators a sum uses exist: low_acc for squares, high_acc for ``narrow`` data (whole sums,
+    _int_columns, split into halves here), both otherwise."""
     width = low.size
-    for i0 in range(0, low_acc.size, width):  # no i % width, as in _fold
+    for i0 in range(0, max(low_acc.size, high_acc.size), width):  # no i % width, as in _fold
         for w in range(width):
             if squares:
                 low[w] += low_acc[i0 + w]
+                low_acc[i0 + w] = 0
+            elif narrow:
+                whole = high_acc[i0 + w]
+                low[w], high[w] = _add_halves128(low[w], high[w], _U64(whole) & _U64(0xFFFFFFFF), whole >> 32)
+                high_acc[i0 + w] = 0
             else:
-                low_sum, high_sum = low_acc[i0 + w], high_acc[i0 + w]
-                if narrow:
-                    low_sum, high_sum = _U64(high_sum) & _U64(0xFFFFFFFF), high_sum >> 32
-                low[w], high[w] = _add_halves128(low[w], high[w], low_sum, high_sum)
-            low_acc[i0 + w] = 0
-            high_acc[i0 + w] = 0
+                low[w], high[w] = _add_halves128(low[w], high[w], low_acc[i0 + w], high_acc[i0 + w])
+                low_acc[i0 + w] = 0
+                high_acc[i0 + w] = 0
 
 
-def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_high):
+def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low, out_high, result):
     """squares=False: exact 128-bit two's-complement sum (low, high words);
-    squares=True: sum of x*x modulo 2**64 (low word only). Tiles (and wide rows) as in float_sums."""
+    squares=True: sum of x*x modulo 2**64 (low word only). Tiles (and wide rows) as in float_sums.
+    With one chunk per output the task finishes it into ``result`` (uint64 bits): the exact mean
+    over ``count`` elements, or the wrapping sum of squares. Otherwise the partials go to out_low and
+    out_high for finish_int_mean / finish_int_squares."""
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -755,8 +761,9 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
                 pos += n
         else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
             m = _rows_per_wide_row(width, step)
-            low_acc = np.zeros(m * width, dtype=np.uint64)
-            high_acc = np.zeros(m * width, dtype=np.int64)
+            # only the accumulators this sum uses (_fold_halves): half the memory a task touches
+            low_acc = np.zeros(m * width if squares or not narrow_int(src) else 0, dtype=np.uint64)
+            high_acc = np.zeros(0 if squares else m * width, dtype=np.int64)
             rows = 0
             while pos < end:
                 offset, n = _next_run(pos, end, rshape, rstrides)
@@ -781,9 +788,13 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, out_low, out_hi
                         rows = 0
                 pos += n
             _fold_halves(low_acc, high_acc, low, high, squares, narrow_int(src))
-        for w in range(width):
-            out_low[(k0 + w) * nchunks + c] = low[w]
-            out_high[(k0 + w) * nchunks + c] = high[w]
+        if nchunks == 1:  # finished here, in parallel: a 128-bit division per output adds up
+            for w in range(width):
+                result[k0 + w] = low[w] if squares else _int_mean(low[w], high[w], _U64(count))
+        else:
+            for w in range(width):
+                out_low[(k0 + w) * nchunks + c] = low[w]
+                out_high[(k0 + w) * nchunks + c] = high[w]
 
 
 def _int_rows_for(squares):
@@ -1158,7 +1169,6 @@ _float_sum_serial = KERNELS[FLOAT_SUMS[SUM]][0]
 _float_sum_squares_serial = KERNELS[FLOAT_SUMS[SUM_SQUARES]][0]
 _float_sum_exp_serial = KERNELS[FLOAT_SUMS[SUM_EXP]][0]
 _max_keys_serial = KERNELS["max_keys"][0]
-_int_sums_serial = KERNELS["int_sums"][0]
 _int_sum_exp_serial = KERNELS["int_sum_exp"][0]
 
 
@@ -1194,19 +1204,6 @@ def serial_float_log_sum_exp(src, keys, inf_bits, base, dims, kept_ndim, tile, r
     maxima = np.empty(n)
     finish_float_max(partial, nans, 1, src[:0], maxima)
     _float_sum_exp_serial(src, base, dims, kept_ndim, 1, tile, 1.0, maxima, np.empty(0), np.empty(0), 1.0, result)
-
-
-@entry
-def serial_int_sums(src, base, dims, kept_ndim, tile, squares, count, result):
-    """Integer exact mean (squares False) or wrapping sum of squares into result, as uint64 bits."""
-    n = result.size
-    low = np.empty(n, dtype=np.uint64)
-    high = np.empty(n, dtype=np.uint64)
-    _int_sums_serial(src, base, dims, kept_ndim, 1, tile, squares, low, high)
-    if squares:
-        finish_int_squares(low, 1, result)
-    else:
-        finish_int_mean(low, high, 1, count, result)
 
 
 @entry
