@@ -361,11 +361,52 @@ def _finish_sum(total, comp, mode, divisor, maximum):
 
 # The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
 # vectorising it, and it does not unswitch three-way branches by itself.
+# Memory-bound sums read several places at once: one stream per thread left 15-25% of the read
+# bandwidth unused here (4096x4096 float32 rows: 3.0 ms one row at a time, 2.2-2.6 ms four rows at
+# a time; a 4x4194304 run: 3.2 ms as one stream, 2.7 ms as four quarters). Runs shorter than four
+# times this are not cut into quarters.
+STREAMS_MIN_RUN = 1 << 14
+
+
+@njit(fastmath=FASTMATH)
+def _float_runs4(src, first, gap, n, mode, shift):
+    """The plain float64 sums (SUM or SUM_SQUARES, as in _float_run) of four contiguous runs of
+    ``n`` elements starting ``gap`` apart, read together: four memory streams."""
+    a = src[first:first + n]
+    b = src[first + gap:first + gap + n]
+    c = src[first + 2 * gap:first + 2 * gap + n]
+    d = src[first + 3 * gap:first + 3 * gap + n]
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    if mode == SUM:
+        for i in range(n):
+            s0 += as_float64(a[i]) * shift
+            s1 += as_float64(b[i]) * shift
+            s2 += as_float64(c[i]) * shift
+            s3 += as_float64(d[i]) * shift
+    else:
+        for i in range(n):
+            va, vb, vc, vd = as_float64(a[i]), as_float64(b[i]), as_float64(c[i]), as_float64(d[i])
+            s0 += va * va
+            s1 += vb * vb
+            s2 += vc * vc
+            s3 += vd * vd
+    return s0, s1, s2, s3
+
+
 @njit(fastmath=FASTMATH)
 def _float_run(src, offset, n, step, mode, shift):
     """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
     scale), x * x (SUM_SQUARES), or exp(x - shift) (SUM_EXP; shift is the max)."""
     acc = 0.0
+    if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN:  # a long memory-bound run: quarters
+        quarter = n // 4
+        s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode, shift)
+        acc = (s0 + s1) + (s2 + s3)
+        offset += 4 * quarter
+        n -= 4 * quarter
     if step == 1:
         run = src[offset:offset + n]
         if mode == SUM:
@@ -549,6 +590,21 @@ def _float_rows_for(mode):
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
         block = compensation_block(src)
+        if mode != SUM_EXP and step == 1 and n_reduced <= block:
+            # contiguous rows, four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter
+            # of the per-row loop overhead (10000x16 float32 mean: 183 -> 62 us; 32x64x56x56 axes
+            # [2,3]: 1.11 -> 0.80 ms). Not for SUM_EXP, which is bound by exp, not by memory.
+            for group in prange(-(-n_kept // 4)):
+                k0 = 4 * group
+                if k0 + 4 <= n_kept:
+                    sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
+                    for j in range(4):
+                        store_rounded(result, k0 + j, _finish_sum(sums[j], 0.0, mode, divisor, scale))
+                else:
+                    for k in range(k0, n_kept):
+                        total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                        store_rounded(result, k, _finish_sum(total, 0.0, mode, divisor, scale))
+            return
         for k in prange(n_kept):
             origin = base + k * kept_stride
             shift = maxima[k] if mode == SUM_EXP else scale
