@@ -853,12 +853,65 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
                 out_high[(k0 + w) * nchunks + c] = high[w]
 
 
+@njit
+def _int_runs4(src, first, gap, n, squares):
+    """Four contiguous runs of ``n`` elements ``gap`` apart, read together as in _float_runs4: their
+    wrapping sums of squares (``squares``) or, for data of 32 bits or fewer and n <= HALVES_BLOCK,
+    their exact sums as int64 two's-complement bits."""
+    a = src[first:first + n]
+    b = src[first + gap:first + gap + n]
+    c = src[first + 2 * gap:first + 2 * gap + n]
+    d = src[first + 3 * gap:first + 3 * gap + n]
+    if squares:
+        s0 = _U64(0)
+        s1 = _U64(0)
+        s2 = _U64(0)
+        s3 = _U64(0)
+        for i in range(n):
+            s0 += square_bits(a[i])
+            s1 += square_bits(b[i])
+            s2 += square_bits(c[i])
+            s3 += square_bits(d[i])
+        return s0, s1, s2, s3
+    t0 = np.int64(0)
+    t1 = np.int64(0)
+    t2 = np.int64(0)
+    t3 = np.int64(0)
+    for i in range(n):
+        t0 += np.int64(a[i])
+        t1 += np.int64(b[i])
+        t2 += np.int64(c[i])
+        t3 += np.int64(d[i])
+    return _U64(t0), _U64(t1), _U64(t2), _U64(t3)
+
+
 def _int_rows_for(squares):
     """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here,
     as uint64 bits) or the wrapping sum of squares; no per-output arrays or chunk partials."""
 
     def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
         count = _U64(n_reduced)
+        if step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK:
+            # contiguous rows four at a time, as float_rows does
+            for group in prange(-(-n_kept // 4)):
+                k0 = 4 * group
+                if k0 + 4 <= n_kept:
+                    sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, squares)
+                    for j in range(4):
+                        if squares:
+                            result[k0 + j] = sums[j]
+                        else:  # the int64 sum, sign-extended to 128 bits
+                            result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
+                else:
+                    for k in range(k0, n_kept):
+                        origin = base + k * kept_stride
+                        if squares:
+                            result[k] = _squares_run(src, origin, n_reduced, 1)
+                        else:
+                            low_sum, high_sum = halves_run(src, origin, n_reduced, 1)
+                            low, high = _add_halves128(_U64(0), _U64(0), low_sum, high_sum)
+                            result[k] = _int_mean(low, high, count)
+            return
         for k in prange(n_kept):
             origin = base + k * kept_stride
             if squares:
