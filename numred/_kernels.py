@@ -359,8 +359,6 @@ def _finish_sum(total, comp, mode, divisor, maximum):
     return value / divisor
 
 
-# The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
-# vectorising it, and it does not unswitch three-way branches by itself.
 # Memory-bound sums read several places at once: one stream per thread left 15-25% of the read
 # bandwidth unused here (4096x4096 float32 rows: 3.0 ms one row at a time, 2.2-2.6 ms four rows at
 # a time; a 4x4194304 run: 3.2 ms as one stream, 2.7 ms as four quarters). Runs shorter than four
@@ -396,6 +394,8 @@ def _float_runs4(src, first, gap, n, mode, shift):
     return s0, s1, s2, s3
 
 
+# The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
+# vectorising it, and it does not unswitch three-way branches by itself.
 @njit(fastmath=FASTMATH)
 def _float_run(src, offset, n, step, mode, shift):
     """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
