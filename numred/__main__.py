@@ -1,7 +1,8 @@
 """Command line: ``python -m numred COMMAND``.
 
 Commands:
-  bench   time numred against NumPy (and onnxruntime / torch when installed)
+  bench       time numred against NumPy (and onnxruntime / torch when installed)
+  precompile  compile every kernel into Numba's disk cache ahead of the first call
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from numred import bench
+    from numred import bench, precompile
 
     parser = argparse.ArgumentParser(
         prog="python -m numred",
@@ -25,6 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     bench.add_arguments(p)
     p.set_defaults(func=bench.run)
+    p = sub.add_parser(
+        "precompile",
+        help="compile every kernel into Numba's disk cache, in parallel processes",
+        description=precompile.__doc__.split("\n\n")[0],
+    )
+    precompile.add_arguments(p)
+    p.set_defaults(func=precompile.run)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -143,8 +143,11 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         # chunks, and its results would then depend on the thread count by more than the last bit
         # where the sum cancels. Narrower floats are summed in float64, integers exactly.
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, numba.get_num_threads())
+    # src is always read-only: the kernels never write the input, and Numba types read-only arrays
+    # apart from writeable ones, so one kind of src means one compiled kernel per dtype, not two
     if x.flags.c_contiguous:
         src = x.reshape(-1)
+        src.flags.writeable = False  # a view: x itself is untouched
     else:  # a 1-D view from the lowest address the input touches over all the memory it spans
         first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, x.strides))]
         src = as_strided(first, shape=(plan.span,), strides=(x.itemsize,), writeable=False)

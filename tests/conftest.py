@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import warnings
 
 from hypothesis import HealthCheck, settings
@@ -32,6 +33,24 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# A session of at least this many tests calls nearly every kernel: they are compiled first, one process
+# per core (numred.precompile), instead of one by one in this process as the tests reach them, which
+# was most of a cold run's time (CI: 18 of 21 minutes). A run of a few tests compiles only what it calls.
+PRECOMPILE_MIN_TESTS = 200
+
+
+def pytest_collection_finish(session):
+    if len(session.items) < PRECOMPILE_MIN_TESTS:
+        return
+    from numred.precompile import precompile
+
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    start = time.perf_counter()
+    precompile()
+    if reporter is not None:
+        reporter.write_line(f"numred precompile: {time.perf_counter() - start:.1f} s")
 
 
 def pytest_configure(config):

@@ -118,7 +118,19 @@ def test_forked_pool_after_parallel_kernels():
     assert run_python(code).startswith("ok")
 
 
-WARM_START = textwrap.dedent(
+# Prints how many kernel compilations of this process did not find their machine code in the cache.
+CACHE_MISSES = textwrap.dedent(
+    """
+    def cache_misses():
+        from numred import _kernels
+        return sum(sum(d.stats.cache_misses.values()) for d in
+                   [v for pair in _kernels.KERNELS.values() for v in pair] +
+                   list(_kernels.SERIAL_FLOAT_SUMS.values()) +
+                   [getattr(_kernels, n) for n in dir(_kernels) if n.startswith(("finish_", "serial_"))])
+    """
+)
+
+WARM_START = CACHE_MISSES + textwrap.dedent(
     """
     import time
     start = time.perf_counter()
@@ -128,12 +140,7 @@ WARM_START = textwrap.dedent(
     elapsed = time.perf_counter() - start
     assert float(results[0][0, 0]) == 1.0 and float(results[1][0, 0]) == 300.0
     assert abs(float(results[2][0, 0]) - (1 + np.log(300))) < 1e-5
-    from numred import _kernels
-    misses = sum(sum(d.stats.cache_misses.values()) for d in
-                 [v for pair in _kernels.KERNELS.values() for v in pair] +
-                 list(_kernels.SERIAL_FLOAT_SUMS.values()) +
-                 [getattr(_kernels, n) for n in dir(_kernels) if n.startswith(("finish_", "serial_"))])
-    print(f"{elapsed:.3f} {misses}")
+    print(f"{elapsed:.3f} {cache_misses()}")
     """
 )
 
@@ -147,6 +154,33 @@ def test_warm_start_loads_kernels_from_the_disk_cache(tmp_path):
     best = min(float(seconds) for seconds, _ in warm)
     print(f"cold {float(cold_seconds):.2f} s, warm import + first calls: best {best:.2f} s of {warm}")
     assert best < 1.5
+
+
+def test_precompile_fills_the_cache_for_every_layout(tmp_path):
+    # `python -m numred precompile` compiles every kernel family the plan layer picks: afterwards a
+    # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing.
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    out = run_python("from numred.__main__ import main; main(['precompile', '--dtype', 'int64', '--processes', '1'])",
+                     env=env)
+    assert out.splitlines()[0].split()[0] == "int64"
+    code = CACHE_MISSES + textwrap.dedent(
+        """
+        import numpy as np, numred
+        from numred import _runtime
+        big = (np.arange(3_000_000) % 11 - 5).reshape(1000, 3000)
+        inputs = [(np.int64(4), None), (np.arange(5), [0]), (np.arange(24).reshape(2, 3, 4), [0, 2]),
+                  (big[::3, ::-2], [1]), (big[::3, ::-2], [0]), (big.T, [1]), (big, [0]), (big, None),
+                  (big.reshape(10, 100, 3000), [1]), (big.reshape(2, 1_500_000), [1]),
+                  (big.reshape(1_500_000, 2), [0]), (big.reshape(30, 100, 1000), [0, 2])]
+        for x, axes in inputs:
+            for parallel_allowed in (True, False):
+                _runtime._parallel_allowed = parallel_allowed
+                for fn in (numred.reduce_mean, numred.reduce_sum_square, numred.reduce_log_sum_exp):
+                    fn(x, axes=axes)
+        print(cache_misses())
+        """
+    )
+    assert int(run_python(code, env=env)) == 0
 
 
 def _read_only_install(tmp_path: Path) -> Path:

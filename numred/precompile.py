@@ -1,0 +1,95 @@
+"""``python -m numred precompile``: compile numred's kernels into Numba's disk cache ahead of use.
+
+numred's kernels are compiled by Numba on their first call, per input type and kernel family, and
+cached on disk; a cold first call of one operator on one dtype takes seconds, all of them several
+minutes. This runs one call of every operator on every layout family the plan layer picks (serial,
+parallel rows, tiles, chunked, and the serial fallback of the parallel kernels) for each dtype, in
+worker processes so that several cores compile at once. Saves to the cache are serialised across
+processes (``numred._runtime``), so the workers cannot corrupt it. Useful after an install (a
+container image build, say) and before a test session; a warm cache makes it a few seconds of loads.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+# (shape, axes): one call per kernel family of numred._plan; sizes just above or below its thresholds
+LAYOUTS = (
+    ((3, 2, 2), [1]),  # serial, general geometry
+    ((9, 10), [1]),  # serial, one run per output
+    ((9, 10), [0]),  # serial, a tile of outputs
+    ((300, 200), [1]),  # parallel rows (four at a time, and the leftover rows)
+    ((301, 200), [0]),  # parallel tiles
+    ((30, 40, 50), [0, 2]),  # parallel, general geometry
+    ((4, 300_000), [1]),  # few outputs: chunked runs, combined afterwards
+    ((300_000, 4), [0]),  # few narrow tiles: chunked tiles
+    ((1_200_000,), None),  # one output: runs long enough to be summed in quarters
+)
+
+
+def dtype_names() -> list[str]:
+    from numred._frontend import CARRIERS
+
+    return [str(dtype) for dtype in CARRIERS]
+
+
+def _sample(shape, dtype):
+    # small non-negative values: every integer log-sum-exp fits, no float sum overflows
+    return (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+
+
+def compile_dtype(name: str) -> tuple[str, float]:
+    """Run every operator on every layout for one dtype, parallel and serial: (name, seconds)."""
+    import numred
+    from numred import _runtime
+    from numred._frontend import CARRIERS
+    from numred._registry import OPS
+
+    start = time.perf_counter()
+    dtype = next(d for d in CARRIERS if str(d) == name)
+    for shape, axes in LAYOUTS:
+        x = _sample(shape, dtype)
+        for op in OPS:
+            fn = getattr(numred, op.name)
+            fn(x, axes=axes)
+            # the serial variants of the parallel kernels: what a thread gets when another holds them
+            allowed, _runtime._parallel_allowed = _runtime._parallel_allowed, False
+            try:
+                fn(x, axes=axes)
+            finally:
+                _runtime._parallel_allowed = allowed
+    return name, time.perf_counter() - start
+
+
+def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None) -> None:
+    """Compile (or load) the kernels of ``dtypes`` (default: all eight) in ``processes`` worker
+    processes (default: one per core, at most one per dtype); ``report(name, seconds)`` per dtype."""
+    names = dtype_names() if dtypes is None else list(dtypes)
+    unknown = set(names) - set(dtype_names())
+    if unknown:
+        raise ValueError(f"unknown dtype(s) {sorted(unknown)}; numred supports {', '.join(dtype_names())}")
+    workers = max(1, min(processes or os.cpu_count() or 1, len(names)))
+    # spawn: a fresh interpreter per worker (fork after Numba's threads started is not safe)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for name, seconds in pool.map(compile_dtype, names):
+            if report is not None:
+                report(name, seconds)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dtype", action="append", choices=dtype_names(),
+                        help="compile for this dtype only (repeatable; default: all eight)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="worker processes (default: one per core)")
+
+
+def run(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    precompile(args.dtype, args.processes, report=lambda name, s: print(f"{name:9s} {s:6.1f} s", flush=True))
+    print(f"done in {time.perf_counter() - start:.1f} s")
+    return 0
