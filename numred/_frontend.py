@@ -98,7 +98,37 @@ def _output_geometry(shape, axes, keepdims):
     return out_shape, math.prod(out_shape), math.prod(shape[a] for a in axes)
 
 
+# Small calls are mostly this module's Python work, and calls on one geometry repeat. Once a call on
+# a contiguous native ndarray, with None, int or a list/tuple of ints for axes and ints for the flags,
+# has passed every check, its plan is kept under exactly those arguments; a repeat skips the checks
+# (they would pass again) and the plan lookup. Serial plans only: parallel plans may depend on the
+# thread count, and their calls are long enough not to notice.
+_REPEATS: dict = {}
+_REPEATS_MAX = 4096
+
+
+def _repeat_key(op: Op, data, axes, keepdims, noop):
+    """The _REPEATS key of a call, or None when its arguments are not of the plain kinds above."""
+    if type(data) is not np.ndarray or type(keepdims) is not int or type(noop) is not int:
+        return None
+    if type(axes) is list or type(axes) is tuple:
+        if not all(type(a) is int for a in axes):
+            return None
+        axes = tuple(axes)
+    elif axes is not None and type(axes) is not int:
+        return None
+    return op.name, data.shape, data.strides, data.dtype, axes, keepdims, noop
+
+
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
+    key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
+    repeat = _REPEATS.get(key) if key is not None else None
+    if repeat is not None:
+        plan, out_shape, carrier = repeat
+        src = data.reshape(-1) if carrier is None else data.reshape(-1).view(carrier)
+        src.flags.writeable = False  # as make_plan's: the kernels are compiled for read-only data
+        return op.compute(plan, src, data.dtype).reshape(out_shape)
+
     x = as_supported_array(data)
     keepdims = as_flag(keepdims, "keepdims")
     noop = as_flag(noop_with_empty_axes, "noop_with_empty_axes")
@@ -124,4 +154,6 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
 
     carrier = CARRIERS[x.dtype]
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
+    if key is not None and x is data and not plan.parallel and x.flags.c_contiguous and len(_REPEATS) < _REPEATS_MAX:
+        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier
     return op.compute(plan, src, x.dtype).reshape(out_shape)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import numred
-from numred._registry import OPS
+from numred._registry import OPS, OPS_BY_NAME
 
 OP_NAMES = [op.name for op in OPS]
 SUPPORTED = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint64")
@@ -206,3 +206,21 @@ def test_integer_lse_overflow_raises_value_error(data):
     axes = [-1]
     check_raises(numred.reduce_log_sum_exp, data, ValueError, r"(?i)overflow|fit|range|represent|large",
                  axes)
+
+
+def test_checks_still_apply_to_a_repeated_geometry(func):
+    # numred keeps the plan of a small call that passed its checks and reuses it for the same
+    # arguments (_frontend._REPEATS); arguments that only look alike must still be checked.
+    x = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    peer = OPS_BY_NAME[func.__name__].numpy_peer
+    for data in (x, x + 1, x, x + 1):  # the data is read on every call, not only the geometry
+        expected = peer(data.astype(np.float64), (1,), True)
+        np.testing.assert_allclose(func(data, axes=[1]), expected, rtol=1e-6)
+    check_raises(func, x, TypeError, "integers", axes=[True])
+    check_raises(func, x, TypeError, "integers", axes=[1.0])
+    check_raises(func, x, ValueError, "keepdims", axes=[1], keepdims=1.0)
+    check_raises(func, x, ValueError, "keepdims", axes=[1], keepdims=2)
+    check_raises(func, x, ValueError, "noop_with_empty_axes", axes=[1], noop_with_empty_axes=-1)
+    check_raises(func, x, ValueError, "Duplicate|repeated", axes=[1, 1])
+    swapped = x.astype(">f4")  # same shape and strides, other byte order: read as big-endian
+    np.testing.assert_allclose(func(swapped, axes=[1]), peer(x.astype(np.float64), (1,), True), rtol=1e-6)
