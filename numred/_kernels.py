@@ -604,26 +604,33 @@ def _float_rows_for(mode):
                     sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
                     for j in range(4):
                         store_rounded(result, k0 + j, _finish_sum(sums[j], 0.0, mode, divisor, scale))
-                else:
+                else:  # the last 1-3 rows
                     for k in range(k0, n_kept):
-                        total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
-                        store_rounded(result, k, _finish_sum(total, 0.0, mode, divisor, scale))
+                        store_rounded(result, k, _float_row(src, base + k * kept_stride, n_reduced, 1, mode, scale,
+                                                            block, divisor))
             return
         for k in prange(n_kept):
-            origin = base + k * kept_stride
             shift = maxima[k] if mode == SUM_EXP else scale
-            total = 0.0
-            comp = 0.0
-            if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
-                if n_reduced <= block:
-                    total = _float_run(src, origin, n_reduced, step, mode, shift)
-                else:
-                    for b in range(0, n_reduced, block):
-                        piece = _float_run(src, origin + b * step, min(block, n_reduced - b), step, mode, shift)
-                        total, comp = _neumaier(total, comp, piece)
-            store_rounded(result, k, _finish_sum(total, comp, mode, divisor, shift))
+            store_rounded(result, k, _float_row(src, base + k * kept_stride, n_reduced, step, mode, shift, block,
+                                                divisor))
 
     return float_rows
+
+
+@njit
+def _float_row(src, origin, n, step, mode, shift, block, divisor):
+    """One output of float_rows over its run, finished (_finish_sum): plain sums of up to ``block``
+    terms, combined compensated."""
+    total = 0.0
+    comp = 0.0
+    if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+        if n <= block:
+            total = _float_run(src, origin, n, step, mode, shift)
+        else:
+            for b in range(0, n, block):
+                piece = _float_run(src, origin + b * step, min(block, n - b), step, mode, shift)
+                total, comp = _neumaier(total, comp, piece)
+    return _finish_sum(total, comp, mode, divisor, shift)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -904,8 +911,9 @@ def _int_runs4(src, first, gap, n, squares):
 
 
 def _int_rows_for(squares):
-    """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here,
-    as uint64 bits) or the wrapping sum of squares; no per-output arrays or chunk partials."""
+    """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here)
+    or the wrapping sum of squares; no per-output arrays or chunk partials. The kernel computes
+    uint64 two's-complement bits; storing them into the input dtype keeps the low bits."""
 
     def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
         count = _U64(n_reduced)
@@ -920,29 +928,28 @@ def _int_rows_for(squares):
                             result[k0 + j] = sums[j]
                         else:  # the int64 sum, sign-extended to 128 bits
                             result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
-                else:
+                else:  # the last 1-3 rows
                     for k in range(k0, n_kept):
-                        origin = base + k * kept_stride
-                        if squares:
-                            result[k] = _squares_run(src, origin, n_reduced, 1)
-                        else:
-                            low_sum, high_sum = halves_run(src, origin, n_reduced, 1)
-                            low, high = _add_halves128(_U64(0), _U64(0), low_sum, high_sum)
-                            result[k] = _int_mean(low, high, count)
+                        result[k] = _int_row(src, base + k * kept_stride, n_reduced, 1, squares, count)
             return
         for k in prange(n_kept):
-            origin = base + k * kept_stride
-            if squares:
-                result[k] = _squares_run(src, origin, n_reduced, step)
-            else:
-                low = _U64(0)
-                high = _U64(0)
-                for b in range(0, n_reduced, HALVES_BLOCK):
-                    low_sum, high_sum = halves_run(src, origin + b * step, min(HALVES_BLOCK, n_reduced - b), step)
-                    low, high = _add_halves128(low, high, low_sum, high_sum)
-                result[k] = _int_mean(low, high, count)
+            result[k] = _int_row(src, base + k * kept_stride, n_reduced, step, squares, count)
 
     return int_rows
+
+
+@njit
+def _int_row(src, origin, n, step, squares, count):
+    """One output of int_rows over its run: the wrapping sum of squares, or the exact mean over
+    ``count`` elements, as uint64 bits."""
+    if squares:
+        return _squares_run(src, origin, n, step)
+    low = _U64(0)
+    high = _U64(0)
+    for b in range(0, n, HALVES_BLOCK):
+        low_sum, high_sum = halves_run(src, origin + b * step, min(HALVES_BLOCK, n - b), step)
+        low, high = _add_halves128(low, high, low_sum, high_sum)
+    return _int_mean(low, high, count)
 
 
 def float_key(x):

@@ -63,3 +63,24 @@ def test_tall_leading_axis_with_special_values(dtype):
         x[100, 1] = np.inf
     for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square"):
         assert_matches(getattr(numred, op)(x, 0), expected(op, x, 0))
+
+
+@pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 1])  # the float64 path's limit, and past it
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):
+    # Means of 32-bit tiles are float64 sums divided in float64 (numred._kernels.EXACT_FLOAT_INT_COUNT).
+    # Extreme values one unit off an integer mean: the quotient lies 1/n from the integer, the
+    # nearest a mean that is not an integer can be, and must still truncate to the right side.
+    info = np.iinfo(dtype)
+    x = np.empty((n, 3), dtype)
+    x[:, 0] = info.max
+    x[5, 0] = info.max - 1  # mean max - 1/n: truncates to max - 1
+    x[:, 1] = info.min
+    x[7, 1] = info.min + 1  # mean min + 1/n: for int32 truncates toward zero, to min + 1
+    x[:, 2] = info.max
+    x[::2, 2] = info.min  # a mean near the middle (n even: exact; odd: one unit more of max)
+    out = numred.reduce_mean(x, 0, keepdims=0)
+    for j in range(3):
+        total = sum(int(v) * int(c) for v, c in zip(*np.unique(x[:, j], return_counts=True)))
+        exact = abs(total) // n * (1 if total >= 0 else -1)
+        assert int(out[j]) == exact, (j, int(out[j]), exact)
