@@ -18,6 +18,10 @@ bar on stderr while measuring (stdout keeps only the table), matplotlib draws ``
 On the largest float32/float64 case (not in --quick) a plain Numba parallel sum over the same buffer
 is timed too, as the memory-bandwidth reference the memory-bound reductions are measured against.
 
+``--dtype-rates`` prints another table instead: numred alone, its elements per second on float32,
+float16, bfloat16 and int32, with each narrower type's rate against float32's. The dtypes are timed
+in turns within each round, so that they see the same machine load (see interleaved_times).
+
 Only the standard library, NumPy and the numred base dependencies are imported at module level.
 """
 from __future__ import annotations
@@ -402,6 +406,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="draw the speedups (peer time / numred time) to this image; needs matplotlib",
     )
     parser.add_argument(
+        "--dtype-rates",
+        action="store_true",
+        help=f"instead of the peer table: numred's elements per second on {', '.join(RATE_DTYPES)} "
+        "against float32, the dtypes timed in turns in each round (--dtype is ignored)",
+    )
+    parser.add_argument(
         "--json",
         metavar="FILE",
         default=None,
@@ -595,11 +605,111 @@ def plot_speedups(path: str, report: dict) -> None:
 # ---------------------------------------------------------------------------------------- run
 
 
+# ---------------------------------------------------------------------------------- dtype rates
+
+RATE_DTYPES = ("float32", "float16", "bfloat16", "int32")
+RATE_SAMPLE_SECONDS = 0.01  # each timed sample repeats the call for about this long
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median seconds per call of each of ``fns``, timed in turns: every round times each function
+    once (after an untimed call that brings its data back into the cache), so that all of them see
+    the same machine load. A dtype's rate against float32 measured minutes apart, in separate runs,
+    moved by up to 2x on this project's shared machine."""
+    calls = {}
+    for name, fn in fns.items():  # the first call compiles; the second sizes the samples
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        calls[name] = max(1, min(10_000, int(RATE_SAMPLE_SECONDS / max(time.perf_counter() - t0, 1e-7))))
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(calls[name]):
+                fn()
+            times[name].append((time.perf_counter() - t0) / calls[name])
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads: int) -> int:
+    """The --dtype-rates table: per case and op, numred's Gelem/s on each of RATE_DTYPES and the
+    ratio to float32's (above 1: more elements per second than float32)."""
+    import numred
+
+    ops = [op for op in OPS if not args.op or op.name in args.op]
+    cases = [c for c in CASES if not (args.quick and c.large)]
+    rounds = 5 if args.quick else 15
+    print(" | ".join([*versions, f"threads {threads}", "dtype rates", "quick" if args.quick else "full"]), file=out)
+    print(f"numred's Gelem/s per dtype, median of {rounds} rounds; in each round every dtype is timed in turn, "
+          "after an untimed call; x f32 = elements per second against float32's (> 1: faster)", file=out)
+    print(file=out)
+    others = RATE_DTYPES[1:]
+    columns = [("op", max(len(op.onnx_name) for op in ops), "<"),
+               ("shape", max(len("shape"), *(len(c.shape_label()) for c in cases)), "<"),
+               ("axes", max(len("axes"), *(len(c.axes_label()) for c in cases)), "<"),
+               ("float32", 9, ">")]
+    for name in others:
+        columns += [(name, max(9, len(name)), ">"), ("x f32", 6, ">")]
+    table = Table(columns, out)
+    table.header()
+    out.flush()
+    progress = make_progress(len(cases) * len(ops), out, enabled=not getattr(args, "no_progress", False))
+    table.write = progress.write
+    results: list[dict] = []
+    ratios: dict[str, list[float]] = {name: [] for name in others}
+    try:
+        with np.errstate(all="ignore"):
+            for case in cases:
+                inputs = {name: make_input(case.shape, dtype_from_name(name)) for name in RATE_DTYPES}
+                axes = None if case.axes is None else list(case.axes)
+                for op in ops:
+                    fn = getattr(numred, op.name)
+                    progress.set_postfix_str(f"{op.onnx_name} {case.shape_label()} axes {case.axes_label()}")
+                    seconds = interleaved_times({name: (lambda x=x: fn(x, axes=axes)) for name, x in inputs.items()},
+                                                rounds)
+                    progress.update()
+                    rates = {name: case.size / t / 1e9 for name, t in seconds.items()}
+                    cells = [op.onnx_name, case.shape_label(), case.axes_label(), f"{rates['float32']:.3g}"]
+                    for name in others:
+                        ratios[name].append(rates[name] / rates["float32"])
+                        cells += [f"{rates[name]:.3g}", format_ratio(rates[name] / rates["float32"])]
+                    table.row(cells)
+                    results.append({"op": op.onnx_name, "case": f"{case.shape_label()} axes {case.axes_label()}",
+                                    "shape": list(case.shape), "axes": axes, "seconds": seconds,
+                                    "gelem_per_s": rates})
+                del inputs
+    finally:
+        progress.close()
+    print(file=out)
+    for name, r in ratios.items():
+        ordered = sorted(r)
+        print(f"{name} against float32 (elements/s): min {format_ratio(ordered[0])}, median "
+              f"{format_ratio(statistics.median(ordered))}, max {format_ratio(ordered[-1])}; at least "
+              f"float32's rate in {sum(v >= 1 for v in r)} of {len(r)}", file=out)
+    if args.json:
+        try:
+            with open(args.json, "w") as f:
+                json.dump({"meta": {"versions": versions, "threads": threads, "quick": bool(args.quick),
+                                    "rounds": rounds, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+                           "dtype_rates": results}, f, indent=1)
+                f.write("\n")
+        except OSError as exc:
+            print(f"--json {args.json}: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.json}", file=out)
+    return 0
+
+
 def run(args: argparse.Namespace, out=None) -> int:
     out = sys.stdout if out is None else out
     plot_path = getattr(args, "plot", None)
     json_path = getattr(args, "json", None)
     # fail before measuring, not after minutes of it
+    if plot_path and getattr(args, "dtype_rates", False):
+        print("--plot draws the peer table's speedups; --dtype-rates has none", file=sys.stderr)
+        return 2
     if plot_path:
         msg = check_matplotlib()
         if msg:
@@ -620,6 +730,11 @@ def run(args: argparse.Namespace, out=None) -> int:
     except ValueError as exc:
         print(f"--threads {threads}: {exc}", file=sys.stderr)
         return 2
+
+    if getattr(args, "dtype_rates", False):
+        versions = [f"numred {getattr(numred, '__version__', '?')}", f"numpy {np.__version__}",
+                    f"numba {numba.__version__}", f"python {platform.python_version()}"]
+        return run_dtype_rates(args, out, versions, threads)
 
     dtype = dtype_from_name(args.dtype)
     policy = QUICK_POLICY if args.quick else DEFAULT_POLICY

@@ -196,3 +196,31 @@ def test_torch_peer_unsupported_case_is_an_error_not_a_crash():
     fn = peer.prepare(mean, np.arange(6, dtype=np.int32).reshape(2, 3), (1,))
     with pytest.raises(Exception):
         fn()  # torch.mean has no integer kernel: the bench shows n/a
+
+
+def test_dtype_rates_table(monkeypatch, tmp_path):
+    # every dtype of the table timed on every case; the printed ratios are the JSON's rates divided
+    monkeypatch.setattr(bench, "CASES", TINY_CASES)
+    json_path = tmp_path / "rates.json"
+    out = io.StringIO()
+    status = bench.run(parse(["--dtype-rates", "--quick", "--op", "reduce_sum_square", "--no-progress",
+                              "--json", str(json_path)]), out=out)
+    assert status == 0
+    text = out.getvalue()
+    results = json.loads(json_path.read_text())["dtype_rates"]
+    assert [(tuple(r["shape"]), r["axes"]) for r in results] == [((3, 2, 2), [1]), ((16, 24), None)]
+    for r in results:
+        assert set(r["gelem_per_s"]) == set(bench.RATE_DTYPES)
+        assert all(t > 0 for t in r["seconds"].values())
+        row = next(line for line in text.splitlines()
+                   if line.startswith("ReduceSumSquare") and line.split()[1] == "x".join(map(str, r["shape"])))
+        printed = [float(cell.rstrip("x")) for cell in row.split()[5::2]]
+        rates = r["gelem_per_s"]
+        assert printed == pytest.approx([rates[d] / rates["float32"] for d in bench.RATE_DTYPES[1:]], abs=0.006)
+    for name in bench.RATE_DTYPES[1:]:
+        assert f"{name} against float32 (elements/s): min" in text
+
+
+def test_dtype_rates_refuses_plot(capsys, tmp_path):
+    status = bench.run(parse(["--dtype-rates", "--plot", str(tmp_path / "p.png")]))
+    assert status == 2 and "--dtype-rates" in capsys.readouterr().err
