@@ -126,7 +126,7 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     if repeat is not None:
         plan, out_shape, carrier = repeat
         src = data.reshape(-1) if carrier is None else data.reshape(-1).view(carrier)
-        src.flags.writeable = False  # as make_plan's: the kernels are compiled for read-only data
+        src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
         return op.compute(plan, src, data.dtype).reshape(out_shape)
 
     x = as_supported_array(data)

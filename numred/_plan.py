@@ -147,7 +147,7 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
     # apart from writeable ones, so one kind of src means one compiled kernel per dtype, not two
     if x.flags.c_contiguous:
         src = x.reshape(-1)
-        src.flags.writeable = False  # a view: x itself is untouched
+        src.setflags(write=False)  # a view: x itself is untouched (setflags: half the cost of .flags)
     else:  # a 1-D view from the lowest address the input touches over all the memory it spans
         first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, x.strides))]
         src = as_strided(first, shape=(plan.span,), strides=(x.itemsize,), writeable=False)
