@@ -683,6 +683,12 @@ def _halves_run_impl(src, offset, n, step):
         # per element instead of two halves; the halves are split off the total at the end
         def narrow(src, offset, n, step):
             total = np.int64(0)
+            if step == 1 and n >= 4 * STREAMS_MIN_RUN:  # a long run: four streams, as _float_run
+                quarter = n // 4
+                sums = _int_runs4(src, offset, quarter, quarter, False)
+                total = np.int64((sums[0] + sums[1]) + (sums[2] + sums[3]))  # exact: |total| < 2**62
+                offset += 4 * quarter
+                n -= 4 * quarter
             if step == 1:
                 run = src[offset:offset + n]
                 for i in range(n):
@@ -716,6 +722,12 @@ def _halves_run_impl(src, offset, n, step):
 def _squares_run(src, offset, n, step):
     """Sum of x * x modulo 2**64 over one run, as uint64 (a local accumulator: vectorises)."""
     total = _U64(0)
+    if step == 1 and n >= 4 * STREAMS_MIN_RUN:  # a long run: four streams, as _float_run
+        quarter = n // 4
+        sums = _int_runs4(src, offset, quarter, quarter, True)
+        total = (sums[0] + sums[1]) + (sums[2] + sums[3])
+        offset += 4 * quarter
+        n -= 4 * quarter
     if step == 1:
         run = src[offset:offset + n]
         for i in range(n):
