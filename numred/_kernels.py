@@ -330,7 +330,7 @@ def _store_rounded_impl(result, k, value):
                 word = _round_to_odd_float32_bits(value)
                 result[k] = np.int16(np.uint16(
                     (word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)))
-    elif result.dtype in (types.int32, types.uint32):  # means of 32-bit integers (finish_int_mean_from_float)
+    elif result.dtype in (types.int32, types.uint32):  # means of 32-bit integer tiles (EXACT_FLOAT_INT_COUNT)
         def store(result, k, value):
             result[k] = np.int64(value)  # float -> int truncates toward zero
     else:
