@@ -19,20 +19,14 @@ def main(argv: list[str] | None = None) -> int:
         "as Numba kernels.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    p = sub.add_parser(
-        "bench",
-        help="time numred against its peers on the standard cases",
-        description=bench.__doc__.split("\n\n")[0],
-    )
-    bench.add_arguments(p)
-    p.set_defaults(func=bench.run)
-    p = sub.add_parser(
-        "precompile",
-        help="compile every kernel into Numba's disk cache, in parallel processes",
-        description=precompile.__doc__.split("\n\n")[0],
-    )
-    precompile.add_arguments(p)
-    p.set_defaults(func=precompile.run)
+    # each command is a module with add_arguments(parser) and run(args); its docstring describes it
+    for name, module, summary in (
+        ("bench", bench, "time numred against its peers on the standard cases"),
+        ("precompile", precompile, "compile every kernel into Numba's disk cache, in parallel processes"),
+    ):
+        p = sub.add_parser(name, help=summary, description=module.__doc__.split("\n\n")[0])
+        module.add_arguments(p)
+        p.set_defaults(func=module.run)
     args = parser.parse_args(argv)
     return args.func(args)
 
