@@ -99,7 +99,7 @@ def _output_geometry(shape, axes, keepdims):
 
 
 # Small calls are mostly this module's Python work, and calls on one geometry repeat. Once a call on
-# a contiguous native ndarray, with None, int or a list/tuple of ints for axes and ints for the flags,
+# a contiguous native ndarray, with None, int or a list/tuple of ints for axes and ints or bools for the flags,
 # has passed every check, its plan is kept under exactly those arguments; a repeat skips the checks
 # (they would pass again) and the plan lookup. Serial plans only: parallel plans may depend on the
 # thread count, and their calls are long enough not to notice.
@@ -109,6 +109,10 @@ _REPEATS_MAX = 4096
 
 def _repeat_key(op: Op, data, axes, keepdims, noop):
     """The _REPEATS key of a call, or None when its arguments are not of the plain kinds above."""
+    if type(keepdims) is bool:  # as_flag reads True and False as 1 and 0: one entry serves both spellings
+        keepdims = int(keepdims)
+    if type(noop) is bool:
+        noop = int(noop)
     if type(data) is not np.ndarray or type(keepdims) is not int or type(noop) is not int:
         return None
     if type(axes) is list or type(axes) is tuple:

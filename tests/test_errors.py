@@ -224,3 +224,13 @@ def test_checks_still_apply_to_a_repeated_geometry(func):
     check_raises(func, x, ValueError, "Duplicate|repeated", axes=[1, 1])
     swapped = x.astype(">f4")  # same shape and strides, other byte order: read as big-endian
     np.testing.assert_allclose(func(swapped, axes=[1]), peer(x.astype(np.float64), (1,), True), rtol=1e-6)
+    # True and False share the entries of 1 and 0, and must still mean them
+    for flag in (True, False, 1, 0, False, True):
+        expected = peer(x.astype(np.float64), (1,), bool(flag))
+        got = func(x, axes=[1], keepdims=flag)
+        assert got.shape == expected.shape, f"keepdims={flag!r}: shape {got.shape}, expected {expected.shape}"
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+    for noop in (0, True, False, 1):  # empty axes: the input itself (a copy) with noop, else all axes
+        got = func(x, axes=[], noop_with_empty_axes=noop)
+        expected = OPS_BY_NAME[func.__name__].noop(x) if noop else peer(x.astype(np.float64), None, True)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=f"noop_with_empty_axes={noop!r}")
