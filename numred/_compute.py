@@ -92,6 +92,12 @@ RESULT_DTYPE = {dtype: dtype for dtype in FLOAT_BITS} | {np.dtype(np.float16): n
                                                          BFLOAT16: np.dtype(np.int16)}
 
 
+def _as_dtype(result, dtype):
+    """The kernels' float results read as ``dtype``: a view for float16 and bfloat16 bits, else the
+    array itself (a view costs 0.35 us, a tenth of a small call)."""
+    return result if result.dtype is dtype else result.view(dtype)
+
+
 # integer dtype -> (the dtype its maxima and log-sum-exp results are computed in, its largest value
 # in that dtype)
 INT_WIDENING = {
@@ -150,7 +156,7 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             overflowed = ~np.isfinite(means)
             rescaled = _float_sums(plan, src, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
             means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
-        return means.view(dtype)
+        return _as_dtype(means, dtype)
     result = np.empty(plan.n_kept, dtype=dtype)
     if plan.tile > 1 and plan.parallel and dtype.itemsize == 4 and plan.n_reduced <= K.EXACT_FLOAT_INT_COUNT:
         # 32-bit tiles through the float kernel, exact here (K.EXACT_FLOAT_INT_COUNT): it reads tiles
@@ -165,7 +171,7 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
         sums = _float_sums(plan, src, K.SUM_SQUARES, result_dtype=RESULT_DTYPE[dtype])[0]
-        return sums.view(dtype)
+        return _as_dtype(sums, dtype)
     result = np.empty(plan.n_kept, dtype=dtype)
     _int_sums(plan, src, True, result)
     return result
@@ -180,7 +186,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
                                        plan.kept_ndim, plan.tile, result)
         else:
             _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
-        return result.view(dtype)
+        return _as_dtype(result, dtype)
     wide, type_max = INT_WIDENING[dtype]
     result = np.empty(plan.n_kept, dtype=wide)
     if not plan.parallel:
