@@ -57,6 +57,7 @@ class Plan:
     # and the kernels have a lean variant for it. Then (n_kept, kept stride, n_reduced, reduced
     # stride) as Python ints (NumPy scalars cost Numba's dispatcher more), else None.
     single_run: tuple[int, int, int, int] | None
+    threads: int  # the thread count the tiles were cut for (MIN_SPLIT_TILE), or 0: the plan fits any count
 
 
 def _merge(dims):
@@ -126,7 +127,7 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0):
     single_run = None
     if nk == 1 and nr == 1 and tile == 1 and nchunks == 1:
         single_run = (kept_dims[0][0], kept_dims[0][1], reduced_dims[0][0], reduced_dims[0][1])
-    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run)
+    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, threads)
 
 
 def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.ndarray]:

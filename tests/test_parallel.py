@@ -210,6 +210,22 @@ def test_integer_results_do_not_depend_on_thread_count(opname, kind):
 
 
 @needs_two_threads
+def test_a_plan_cut_for_a_thread_count_is_not_reused_under_another():
+    # Few wide tiles are cut per thread (_plan.MIN_SPLIT_TILE) and repeated calls reuse their plan
+    # (_frontend._REPEATS): a repeat under another thread count must plan again, and be right.
+    from numred._frontend import _REPEATS, _repeat_key
+    from numred._registry import OPS_BY_NAME
+
+    x = _make("float32-grid", (1000, 1000), seed=23)
+    e, tol = _float_expected("reduce_mean", x, [0], exact_sums=True)
+    key = _repeat_key(OPS_BY_NAME["reduce_mean"], x, [0], 1, 0)
+    for threads in (2, 2, 1, 1, 2):
+        got = with_threads(threads, numred.reduce_mean, x, [0])
+        oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=f"{threads} threads")
+        assert _REPEATS[key][0].threads == threads, f"a plan for {_REPEATS[key][0].threads} threads ran on {threads}"
+
+
+@needs_two_threads
 @pytest.mark.parametrize("kind", ["float32-normal", "float16-grid", "bfloat16-grid"])
 @pytest.mark.parametrize("opname", OP_NAMES)
 def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opname, kind):
