@@ -438,12 +438,31 @@ def _float_run(src, offset, n, step, mode, shift):
 
 @njit(fastmath=FASTMATH)
 def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
-    """acc[w] += the terms (as in _float_run) of element w of ``nrows`` (1 or 4) rows of a tile.
-    Tiles exist only over contiguous kept elements, so a row is a contiguous run. Four rows per call
-    quarter the traffic to ``acc``."""
+    """acc[w] += the terms (as in _float_run) of element w of ``nrows`` (1, 4, or 8 but not for
+    SUM_EXP) rows of a tile. Tiles exist only over contiguous kept elements, so a row is a contiguous
+    run. Several rows per call cut the traffic to ``acc``: eight instead of four took 0.79-0.84x the
+    time on 32x64x56x56 float32 axis 1 (in-process A/B; float16 and float64 unchanged)."""
     shift = maxima[k0:k0 + width]  # used by SUM_EXP only
     r0 = src[offset:offset + width]
-    if nrows == 4:
+    if nrows == 8:
+        r1 = src[offset + step:offset + step + width]
+        r2 = src[offset + 2 * step:offset + 2 * step + width]
+        r3 = src[offset + 3 * step:offset + 3 * step + width]
+        r4 = src[offset + 4 * step:offset + 4 * step + width]
+        r5 = src[offset + 5 * step:offset + 5 * step + width]
+        r6 = src[offset + 6 * step:offset + 6 * step + width]
+        r7 = src[offset + 7 * step:offset + 7 * step + width]
+        if mode == SUM:
+            for w in range(width):
+                acc[w] += (((as_float64(r0[w]) + as_float64(r1[w])) + (as_float64(r2[w]) + as_float64(r3[w])))
+                           + ((as_float64(r4[w]) + as_float64(r5[w])) + (as_float64(r6[w]) + as_float64(r7[w])))
+                           ) * scale
+        else:
+            for w in range(width):
+                a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
+                e, f, g, h = as_float64(r4[w]), as_float64(r5[w]), as_float64(r6[w]), as_float64(r7[w])
+                acc[w] += ((a * a + b * b) + (c * c + d * d)) + ((e * e + f * f) + (g * g + h * h))
+    elif nrows == 4:
         r1 = src[offset + step:offset + step + width]
         r2 = src[offset + 2 * step:offset + 2 * step + width]
         r3 = src[offset + 3 * step:offset + 3 * step + width]
@@ -551,7 +570,11 @@ def _float_sums_for(mode):
                     offset += origin
                     j = 0
                     while j < n:
-                        if n - j >= 4 * m:  # four (wide) rows per call quarter the traffic to acc
+                        if mode != SUM_EXP and n - j >= 8 * m:  # eight (wide) rows per call: less traffic to acc
+                            _float_columns(src, offset + j * step, m * step, 8, wide, mode, scale, column_max, 0, acc)
+                            j += 8 * m
+                            rows += 8 * m
+                        elif n - j >= 4 * m:  # four: a quarter of the traffic of one
                             _float_columns(src, offset + j * step, m * step, 4, wide, mode, scale, column_max, 0, acc)
                             j += 4 * m
                             rows += 4 * m
