@@ -633,6 +633,19 @@ def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int) -> dict
     return {name: statistics.median(v) for name, v in times.items()}
 
 
+def write_json(path: str, report: dict, out) -> bool:
+    """Write ``report`` to the --json file; False (after saying why) when it cannot be written."""
+    try:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+    except OSError as exc:
+        print(f"--json {path}: {exc}", file=sys.stderr)
+        return False
+    print(f"wrote {path}", file=out)
+    return True
+
+
 def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads: int) -> int:
     """The --dtype-rates table: per case and op, numred's Gelem/s on each of RATE_DTYPES and the
     ratio to float32's (above 1: more elements per second than float32)."""
@@ -689,16 +702,10 @@ def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads:
               f"{format_ratio(statistics.median(ordered))}, max {format_ratio(ordered[-1])}; at least "
               f"float32's rate in {sum(v >= 1 for v in r)} of {len(r)}", file=out)
     if args.json:
-        try:
-            with open(args.json, "w") as f:
-                json.dump({"meta": {"versions": versions, "threads": threads, "quick": bool(args.quick),
-                                    "rounds": rounds, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-                           "dtype_rates": results}, f, indent=1)
-                f.write("\n")
-        except OSError as exc:
-            print(f"--json {args.json}: {exc}", file=sys.stderr)
-            return 2
-        print(f"wrote {args.json}", file=out)
+        report = {"meta": {"versions": versions, "threads": threads, "quick": bool(args.quick), "rounds": rounds,
+                           "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+                  "dtype_rates": results}
+        return 0 if write_json(args.json, report, out) else 2
     return 0
 
 
@@ -963,16 +970,8 @@ def run(args: argparse.Namespace, out=None) -> int:
         "errors": errors,
     }
     status = 1 if errors else 0
-    if json_path:
-        try:
-            with open(json_path, "w") as f:
-                json.dump(report, f, indent=1)
-                f.write("\n")
-        except OSError as exc:
-            print(f"--json {json_path}: {exc}", file=sys.stderr)
-            status = 2
-        else:
-            print(f"wrote {json_path}", file=out)
+    if json_path and not write_json(json_path, report, out):
+        status = 2
     if plot_path:
         try:
             plot_speedups(plot_path, report)
