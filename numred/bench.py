@@ -9,7 +9,8 @@ case (no kernel for that dtype, unsupported input, ...) is shown as ``n/a`` for 
 
 Timing: every implementation is called once before timing (for numred this is where Numba
 compiles), then called repeatedly, each call timed with ``time.perf_counter``, until a time budget
-and a minimum call count are both reached. The table reports the median per call.
+and a minimum call count are both reached. numred and its peers take turns in ``--rounds`` such
+blocks per case (see times_in_turns); the table reports the median of their median times per call.
 
 Extras (``pip install "numred[bench]"``), all optional and imported lazily: tqdm draws a progress
 bar on stderr while measuring (stdout keeps only the table), matplotlib draws ``--plot FILE.png``.
@@ -316,6 +317,41 @@ def median_time(fn: Callable[[], object], policy: TimingPolicy) -> float:
     return statistics.median(times)
 
 
+ROUNDS = 3  # default --rounds: numred and its peers timed in turns, this many blocks each per case
+SLOW_CALL = 0.05  # seconds per call beyond which one block is enough (see times_in_turns)
+
+
+def times_in_turns(fns: dict[str, Callable[[], object]], policy: TimingPolicy, rounds: int,
+                   block_done: Callable[[], object]) -> dict[str, float | Exception]:
+    """Seconds per call of each of ``fns`` (name -> zero-argument callable), timed in ``rounds`` turns.
+
+    Each round times every function in a block of its own (median_time, with a 1/rounds share of the
+    policy's budget), one after the other; a function's result is the median of its blocks' medians.
+    A passing load on this shared machine, which can slow a few hundred milliseconds of work by 2x,
+    then moves no result by itself, where with one block per function it decided whole table rows
+    (a 64x64 sum of squares measured 7.4 us instead of its usual 4.5 us in one such run).
+
+    Blocks, not interleaved calls: onnxruntime's and OpenMP's worker threads spin for a while after a
+    call, and would slow whichever call came next. A function slower than SLOW_CALL per call gets one
+    block only: its own calls span any such load, and more blocks of it would cost minutes. A function
+    that raises is dropped, its exception returned in place of a time. ``block_done`` is called once
+    per block, skipped ones included (the progress bar).
+    """
+    share = TimingPolicy(target=policy.target / rounds, min_calls=policy.min_calls,
+                         max_total=policy.max_total / rounds, max_calls=policy.max_calls)
+    medians: dict[str, list[float]] = {name: [] for name in fns}
+    failed: dict[str, Exception] = {}
+    for r in range(rounds):
+        for name, fn in fns.items():
+            if name not in failed and not (r and medians[name][-1] > SLOW_CALL):
+                try:
+                    medians[name].append(median_time(fn, share))
+                except Exception as exc:  # the caller reports it
+                    failed[name] = exc
+            block_done()
+    return {name: failed[name] if name in failed else statistics.median(medians[name]) for name in fns}
+
+
 # ----------------------------------------------------------------------------------- formatting
 
 
@@ -378,6 +414,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quick",
         action="store_true",
         help=f"fewer repeats, and skip the cases with {LARGE_ELEMENTS} or more elements",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"time numred and its peers in N turns per case, keeping each one's median (default {ROUNDS}, "
+        "1 with --quick); with --dtype-rates, the rounds of dtypes in turn (default 15, 5 with --quick)",
     )
     parser.add_argument(
         "--threads",
@@ -653,7 +697,7 @@ def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads:
 
     ops = [op for op in OPS if not args.op or op.name in args.op]
     cases = [c for c in CASES if not (args.quick and c.large)]
-    rounds = 5 if args.quick else 15
+    rounds = getattr(args, "rounds", None) or (5 if args.quick else 15)
     print(" | ".join([*versions, f"threads {threads}", "dtype rates", "quick" if args.quick else "full"]), file=out)
     print(f"numred's Gelem/s per dtype, median of {rounds} rounds; in each round every dtype is timed in turn, "
           "after an untimed call; x f32 = elements per second against float32's (> 1: faster)", file=out)
@@ -727,6 +771,10 @@ def run(args: argparse.Namespace, out=None) -> int:
             print(f"{flag} {path}: no such directory", file=sys.stderr)
             return 2
 
+    if getattr(args, "rounds", None) is not None and args.rounds < 1:
+        print(f"--rounds {args.rounds}: must be at least 1", file=sys.stderr)
+        return 2
+
     import numba
 
     import numred
@@ -745,6 +793,7 @@ def run(args: argparse.Namespace, out=None) -> int:
 
     dtype = dtype_from_name(args.dtype)
     policy = QUICK_POLICY if args.quick else DEFAULT_POLICY
+    rounds = getattr(args, "rounds", None) or (1 if args.quick else ROUNDS)
     ops = [op for op in OPS if not args.op or op.name in args.op]
     cases = [c for c in CASES if not (args.quick and c.large)]
     # the bandwidth reference: the largest case, numba-native float dtypes, full runs only
@@ -802,7 +851,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     table.header()
     out.flush()
     # the bar starts below the header; from here on rows go through it so it is not torn
-    total = len(cases) * len(ops) * (1 + len(peers)) + (ref_case is not None)
+    total = len(cases) * len(ops) * (1 + len(peers)) * rounds + (ref_case is not None)
     progress = make_progress(total, out, enabled=not getattr(args, "no_progress", False))
     table.write = progress.write
 
@@ -824,13 +873,19 @@ def run(args: argparse.Namespace, out=None) -> int:
                 where = f"{case.shape_label()} axes {case.axes_label()}"
                 for op in ops:
                     fn = getattr(numred, op.name)
-                    progress.set_postfix_str(f"{op.onnx_name} {where}: numred")
-                    try:
-                        t_nr = median_time(lambda: fn(x, axes=numred_axes, keepdims=1), policy)
-                    except Exception as exc:  # report, keep going, exit non-zero
+                    progress.set_postfix_str(f"{op.onnx_name} {where}")
+                    fns = {"numred": lambda: fn(x, axes=numred_axes, keepdims=1)}
+                    for p in peers:
+                        try:
+                            fns[p.name] = p.prepare(op, x, axes)
+                        except Exception as exc:  # this peer cannot run this case
+                            na_notes.setdefault((p.name, op.onnx_name), _short(exc))
+                            progress.update(rounds)
+                    times = times_in_turns(fns, policy, rounds, progress.update)
+                    t_nr = times["numred"]
+                    if isinstance(t_nr, Exception):  # report, keep going, exit non-zero
+                        errors.append(f"{op.onnx_name} {where}: {_short(t_nr)}")
                         t_nr = None
-                        errors.append(f"{op.onnx_name} {where}: {_short(exc)}")
-                    progress.update()
                     cells = [
                         op.onnx_name,
                         case.shape_label(),
@@ -852,13 +907,10 @@ def run(args: argparse.Namespace, out=None) -> int:
                     }
                     peer_times = []
                     for p in peers:
-                        progress.set_postfix_str(f"{op.onnx_name} {where}: {p.name}")
-                        try:
-                            t = median_time(p.prepare(op, x, axes), policy)
-                        except Exception as exc:  # this peer cannot run this case
+                        t = times.get(p.name)
+                        if isinstance(t, Exception):  # this peer cannot run this case
+                            na_notes.setdefault((p.name, op.onnx_name), _short(t))
                             t = None
-                            na_notes.setdefault((p.name, op.onnx_name), _short(exc))
-                        progress.update()
                         record["peers"][p.name] = t
                         ratio = t / t_nr if (t is not None and t_nr) else None
                         if ratio is not None:
@@ -956,7 +1008,8 @@ def run(args: argparse.Namespace, out=None) -> int:
             "threads": threads,
             "dtype": dtype.name,
             "quick": bool(args.quick),
-            "timing": {"statistic": "median seconds per call", **vars(policy)},
+            "timing": {"statistic": "median over rounds of the median seconds per call", "rounds": rounds,
+                       "slow_call": SLOW_CALL, **vars(policy)},
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
         "peers": [p.name for p in peers],

@@ -57,7 +57,7 @@ def tiny_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("bench")
     json_path = d / "run.json"
     png_path = d / "run.png" if have_matplotlib() else None
-    argv = ["--quick", "--op", "reduce_mean", "--no-progress", "--json", str(json_path)]
+    argv = ["--quick", "--op", "reduce_mean", "--rounds", "2", "--no-progress", "--json", str(json_path)]
     if png_path is not None:
         argv += ["--plot", str(png_path)]
     out = io.StringIO()
@@ -89,7 +89,7 @@ def test_table_has_numred_and_numpy(tiny_run):
 def test_json_has_every_measurement(tiny_run):
     _, _, report, _ = tiny_run
     meta = report["meta"]
-    assert meta["dtype"] == "float32" and meta["quick"] is True
+    assert meta["dtype"] == "float32" and meta["quick"] is True and meta["timing"]["rounds"] == 2
     assert isinstance(meta["threads"], int) and meta["threads"] >= 1
     assert "numpy" in report["peers"]
     results = report["results"]
@@ -108,6 +108,36 @@ def test_json_has_every_measurement(tiny_run):
     assert "geometric_mean_best_peer_over_numred" in report
     assert isinstance(report["slower_than_best_peer"], list)
     assert report["bandwidth_reference"] is None  # --quick skips it
+
+
+def test_times_in_turns_keeps_the_median_block(monkeypatch):
+    # the block medians each function gets in turn are scripted: one slow block among three must
+    # not decide a result; a function that raises is dropped; one past SLOW_CALL gets one block
+    script = {"steady": [1.0, 9.0, 2.0], "slow": [20.0], "failing": []}
+    calls = []
+
+    def fake_median_time(fn, policy):
+        name = fn()
+        calls.append(name)
+        if name == "failing":
+            raise RuntimeError("no kernel for this")
+        return script[name][sum(c == name for c in calls) - 1]
+
+    monkeypatch.setattr(bench, "median_time", fake_median_time)
+    monkeypatch.setattr(bench, "SLOW_CALL", 10.0)
+    done = []
+    fns = {name: (lambda name=name: name) for name in script}
+    got = bench.times_in_turns(fns, bench.DEFAULT_POLICY, 3, lambda: done.append(1))
+    assert got["steady"] == 2.0 and got["slow"] == 20.0
+    assert isinstance(got["failing"], RuntimeError)
+    assert calls == ["steady", "slow", "failing", "steady", "steady"]
+    assert len(done) == 3 * len(fns)  # the progress bar counts skipped blocks too
+
+
+def test_rounds_below_one_exit_2_before_measuring(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "CASES", ())  # would fail loudly if it got to measuring
+    assert bench.run(parse(["--quick", "--rounds", "0"]), out=io.StringIO()) == 2
+    assert "--rounds 0" in capsys.readouterr().err
 
 
 def test_plot_writes_png(tiny_run):
