@@ -134,6 +134,8 @@ def _int_sums(plan, src, squares, result):
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         _launch(K.INT_ROWS[squares], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, result)
+    elif not plan.parallel:  # small: the fewest arguments (serial plans have one chunk)
+        K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, squares, plan.n_reduced, result)
     elif plan.nchunks == 1:
         _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, _NO_WORDS, _NO_WORDS,
                 result)
