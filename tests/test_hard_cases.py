@@ -1,6 +1,7 @@
 """Cases found while building the kernels, each checked against an exact argument written here."""
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -84,3 +85,25 @@ def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):
         total = sum(int(v) * int(c) for v, c in zip(*np.unique(x[:, j], return_counts=True)))
         exact = abs(total) // n * (1 if total >= 0 else -1)
         assert int(out[j]) == exact, (j, int(out[j]), exact)
+
+
+@pytest.mark.parametrize("shape,axis", [((9, 7), 0), ((7, 9), 1), ((301, 131), 0), ((131, 301), 1)])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+def test_log_sum_exp_finds_a_nan_of_either_sign_in_any_row(dtype, shape, axis):
+    # The maxima are integer keys of the float bits; a NaN is found as a magnitude above +inf's bits,
+    # so a NaN with its sign bit set (the smallest key) must count as much as a positive one. Output j
+    # gets a NaN at reduced position j (every slot of a four-row pass, and the rows after the last
+    # full pass), alternating signs; serial (small) and parallel shapes, runs (axis 1) and tiles (0).
+    x = np.random.default_rng(3).uniform(-3, 3, size=shape).astype(dtype)
+    bits = x.view(np.uint16 if x.itemsize == 2 else np.uint32 if x.itemsize == 4 else np.uint64)
+    sign = bits.dtype.type(1 << (8 * x.itemsize - 1))
+    n_out, n_reduced = x.shape[1 - axis], x.shape[axis]
+    for j in range(0, n_out, 2):
+        at = (j % n_reduced, j) if axis == 0 else (j, j % n_reduced)
+        x[at] = np.nan
+        if j % 4 == 0:
+            bits[at] |= sign
+    assert np.isnan(x).sum() == -(-n_out // 2) and (bits[np.isnan(x)] & sign).any()
+    out = numred.reduce_log_sum_exp(x, axis, keepdims=0)
+    assert np.isnan(out.astype(np.float64)[::2]).all()
+    assert_matches(out, expected("reduce_log_sum_exp", x, axis, keepdims=0))
