@@ -148,7 +148,21 @@ _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that k * _LN2_HI is exact for |k| < 2**20
 _LN2_LO = 1.90821492927058770002e-10
 _SHIFTER = 6755399441055744.0  # 1.5 * 2**52: t + _SHIFTER rounds t to an integer held in the low bits
-_EXP_TAYLOR = tuple(1.0 / math.factorial(i) for i in range(14))
+# exp(r) = 1 + r + r**2 * Q(r) on |r| <= ln(2)/2, Q of degree 9: coefficients fitted for the least
+# maximum relative error (Lawson-weighted least squares at 400 Chebyshev nodes, 50-digit mpmath),
+# 2**-58 before rounding. Degree 11 in all, where the Taylor series needed degree 13.
+_EXP_Q = (
+    0.5000000000000011,
+    0.16666666666666413,
+    0.04166666666653026,
+    0.008333333333494336,
+    0.001388888894359938,
+    0.000198412695067794,
+    2.480149313455227e-05,
+    2.7557586262911595e-06,
+    2.763023446764578e-07,
+    2.5000074236309794e-08,
+)
 
 
 @njit  # no FASTMATH: reassociation would fold (t + _SHIFTER) - _SHIFTER into t
@@ -161,21 +175,22 @@ def _round_to_integer(t):
 
 @njit(fastmath=FASTMATH)
 def exp_nonpositive(x):
-    """exp(x) for x <= 0 (after the max shift), within 2 ulp, in a form LLVM vectorises: Numba's
-    math.exp is a scalar libm call (DESIGN.md). exp(x) = 2**k * exp(r), |r| <= ln(2)/2, exp(r) by its
-    Taylor series to degree 13 (truncation below 2**-55 there), evaluated by Estrin's scheme for
-    instruction-level parallelism."""
-    clamped = x if x > -708.0 else -708.0  # below, exp(x) < 2**-1021: it cannot move a sum holding exp(0)
-    k, k_bits = _round_to_integer(clamped * _LOG2E)
-    r = (clamped - k * _LN2_HI) - k * _LN2_LO
-    c = _EXP_TAYLOR
+    """exp(x) for x <= 0 (after the max shift), within about 2 ulp, in a form LLVM vectorises: Numba's
+    math.exp is a scalar libm call (DESIGN.md). exp(x) = 2**k * exp(r), |r| <= ln(2)/2, exp(r) by the
+    polynomial of _EXP_Q, evaluated by Estrin's scheme for instruction-level parallelism. Below -708,
+    exp(x) < 2**-1021 cannot move a sum holding exp(0): 0. Such x (and -inf) are not clamped first;
+    their garbage k and r go into a value the last line discards. Against the degree-13 Taylor
+    version with a clamp: 0.87x the time per exp (1M float32, one thread), log-sum-exp 0.87-0.93x
+    (1000x1000 and 32x64x56x56, float32, float16, int32; in-process A/B)."""
+    k, k_bits = _round_to_integer(x * _LOG2E)
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    q = _EXP_Q
     r2 = r * r
     r4 = r2 * r2
-    q0 = (c[0] + c[1] * r) + (c[2] + c[3] * r) * r2
-    q1 = (c[4] + c[5] * r) + (c[6] + c[7] * r) * r2
-    q2 = (c[8] + c[9] * r) + (c[10] + c[11] * r) * r2
-    q3 = c[12] + c[13] * r
-    p = (q0 + q1 * r4) + (q2 + q3 * r4) * (r4 * r4)
+    low = (1.0 + r) + (q[0] + q[1] * r) * r2
+    middle = (q[2] + q[3] * r) + (q[4] + q[5] * r) * r2
+    high = (q[6] + q[7] * r) + (q[8] + q[9] * r) * r2
+    p = (low + middle * r4) + high * (r4 * r4)
     # 2**k: the low bits of k_bits are k; shifting by 52 drops the shifter's own bits
     value = p * _bits_to_float64((k_bits + 1023) << 52)
     return value if x >= -708.0 else 0.0

@@ -2,6 +2,7 @@
 import math
 
 import ml_dtypes
+import mpmath
 import numpy as np
 import pytest
 
@@ -107,3 +108,24 @@ def test_log_sum_exp_finds_a_nan_of_either_sign_in_any_row(dtype, shape, axis):
     out = numred.reduce_log_sum_exp(x, axis, keepdims=0)
     assert np.isnan(out.astype(np.float64)[::2]).all()
     assert_matches(out, expected("reduce_log_sum_exp", x, axis, keepdims=0))
+
+
+def test_vectorised_exp_is_within_two_and_a_half_ulp():
+    # numred._kernels.exp_nonpositive (the exp of every float log-sum-exp term) against 40-digit
+    # mpmath: points across [-708, 0], near 0, and on both sides of the ln(2)/2 range-reduction
+    # boundaries; below -708 (and -inf) it gives 0, which cannot move a sum holding exp(0) = 1.
+    from numred._kernels import exp_nonpositive
+
+    mpmath.mp.dps = 40
+    rng = np.random.default_rng(11)
+    half_ln2 = math.log(2) / 2
+    boundaries = np.arange(1, 2 * 708 / math.log(2), 37) * -half_ln2
+    points = np.concatenate([rng.uniform(-708, 0, 3000), -rng.exponential(1.0, 3000), -rng.uniform(0, 1e-6, 500),
+                             np.nextafter(boundaries, 0), np.nextafter(boundaries, -np.inf), [0.0, -708.0]])
+    worst = 0.0
+    for x in points:
+        got = exp_nonpositive(float(x))
+        exact = mpmath.exp(mpmath.mpf(float(x)))
+        worst = max(worst, float(abs(mpmath.mpf(got) - exact)) / math.ulp(float(exact)))
+    assert worst <= 2.5, worst
+    assert all(exp_nonpositive(x) == 0.0 for x in (-708.0001, -745.2, -1e300, -np.inf))
