@@ -352,6 +352,46 @@ def times_in_turns(fns: dict[str, Callable[[], object]], policy: TimingPolicy, r
     return {name: failed[name] if name in failed else statistics.median(medians[name]) for name in fns}
 
 
+# How far a peer's result may lie from the reference and still be the same answer. The reference is
+# numred's result, exact to the contract up to one rounding (tests/oracle.py); the tolerance is
+# relative to its largest value in the case, many times the rounding error of peers that accumulate
+# in the data's own dtype. For integer data the reference is numred's result on the same values as
+# float64, the real value before any integer rounding (numred truncates toward zero, as the contract
+# says; peers round otherwise or return floats, so LSE([-39, -85]) is -38 for numred and -39.0 for
+# NumPy), and a difference below 1 is the same answer.
+AGREEMENT_RTOL = {"float16": 2.0**-7, "bfloat16": 2.0**-4, "float32": 2.0**-12, "float64": 2.0**-30}
+
+
+def result_values(result) -> np.ndarray:
+    """A result as a flat float64 array: onnxruntime returns a list of arrays, torch a tensor."""
+    if isinstance(result, (list, tuple)):
+        result = result[0]
+    if hasattr(result, "detach"):  # a torch tensor (its bfloat16 has no NumPy dtype)
+        result = result.detach().double().numpy()
+    return np.asarray(result, dtype=np.float64).reshape(-1)
+
+
+def largest_difference(reference, peer_result, dtype: np.dtype) -> float | None:
+    """The largest difference between a peer's result and the reference, in units of the tolerance
+    (AGREEMENT_RTOL; 1 or more: a different answer), or None when the peer's result does not even
+    have numred's size. NaN must meet NaN."""
+    expected = result_values(reference)
+    got = result_values(peer_result)
+    if got.size != expected.size:
+        return None
+    nan = np.isnan(expected)
+    if not np.array_equal(nan, np.isnan(got)):
+        return math.inf
+    expected, got = expected[~nan], got[~nan]
+    if not expected.size:
+        return 0.0
+    scale = float(np.max(np.abs(expected)))
+    tolerance = 1.0 if dtype.kind in "iu" else AGREEMENT_RTOL[dtype.name] * max(scale, 1e-30)
+    with np.errstate(invalid="ignore"):  # inf - inf where both overflowed alike
+        gaps = np.where(got == expected, 0.0, np.abs(got - expected))
+    return float(np.max(gaps)) / tolerance
+
+
 # ----------------------------------------------------------------------------------- formatting
 
 
@@ -830,7 +870,8 @@ def run(args: argparse.Namespace, out=None) -> int:
     print(
         "median time per call (numred's first call, where Numba compiles, is not timed); "
         "ratio = peer time / numred time, > 1 means numred is faster; "
-        "GB/s = numred input bytes / time",
+        "GB/s = numred input bytes / time; * = the peer's result differs from the exact one beyond "
+        "rounding: not a candidate for best peer",
         file=out,
     )
     print(file=out)
@@ -845,7 +886,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     if ref_case is not None:
         columns[0] = ("op", max(columns[0][1], len(REF_LABEL)), "<")
     for p in peers:
-        columns += [(p.name, max(9, len(p.name)), ">"), ("ratio", 6, ">")]
+        columns += [(p.name, max(10, len(p.name)), ">"), ("ratio", 6, ">")]
 
     table = Table(columns, out)
     table.header()
@@ -861,6 +902,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     errors: list[str] = []
     results: list[dict] = []
     reference: dict | None = None
+    differing: list[tuple[str, str, str, float | None]] = []  # (peer, op, case, largest_difference)
 
     # NumPy expressions may overflow on purpose (integer wrap-around, exp of large values): no
     # warnings between the table rows. errstate is per thread and does not touch the results.
@@ -868,6 +910,7 @@ def run(args: argparse.Namespace, out=None) -> int:
         with np.errstate(all="ignore"):
             for case in cases:
                 x = make_input(case.shape, dtype)
+                x_real = x.astype(np.float64) if dtype.kind in "iu" else x  # the reference's input
                 axes = case.explicit_axes()
                 numred_axes = None if case.axes is None else list(case.axes)
                 where = f"{case.shape_label()} axes {case.axes_label()}"
@@ -906,6 +949,8 @@ def run(args: argparse.Namespace, out=None) -> int:
                         "peers": {},
                     }
                     peer_times = []
+                    reference_result = fn(x_real, axes=numred_axes, keepdims=1) if t_nr else None
+                    record["peer_differences"] = {}
                     for p in peers:
                         t = times.get(p.name)
                         if isinstance(t, Exception):  # this peer cannot run this case
@@ -913,10 +958,17 @@ def run(args: argparse.Namespace, out=None) -> int:
                             t = None
                         record["peers"][p.name] = t
                         ratio = t / t_nr if (t is not None and t_nr) else None
-                        if ratio is not None:
+                        same = True
+                        if ratio is not None:  # one more call, untimed: is it the same answer?
+                            difference = largest_difference(reference_result, fns[p.name](), dtype)
+                            record["peer_differences"][p.name] = difference
+                            same = difference is not None and difference < 1.0
                             peer_ratios[p.name].append(ratio)
-                            peer_times.append((t, p.name))
-                        cells += [format_time(t), format_ratio(ratio)]
+                            if same:
+                                peer_times.append((t, p.name))
+                            else:
+                                differing.append((p.name, op.onnx_name, where, difference))
+                        cells += [format_time(t) + ("" if same else "*"), format_ratio(ratio)]
                     if peer_times and t_nr:
                         t_best, best = min(peer_times)
                         best_ratios.append(t_best / t_nr)
@@ -942,7 +994,7 @@ def run(args: argparse.Namespace, out=None) -> int:
                     }
                     table.row([REF_LABEL, case.shape_label(), "all", format_time(t_ref),
                                f"{reference['gbps']:.1f}"])
-                del x
+                del x, x_real
     finally:
         progress.close()
 
@@ -990,6 +1042,10 @@ def run(args: argparse.Namespace, out=None) -> int:
                     f"  {r['op']} {r['case']}: {r['numred_gbps']:.1f} GB/s = {share:.0%}",
                     file=out,
                 )
+    for peer, opname, where, difference in differing:
+        how = "a result of another size" if difference is None else f"{difference:.3g}x the tolerance"
+        print(f"*: {peer} {opname} {where} {dtype.name}: differs from the exact result by {how} "
+              "(bench.largest_difference)", file=out)
     for (peer, opname), reason in na_notes.items():
         print(f"n/a: {peer} {opname} {dtype.name}: {reason}", file=out)
     for e in errors:
@@ -1018,6 +1074,7 @@ def run(args: argparse.Namespace, out=None) -> int:
         "geometric_mean_best_peer_over_numred": gm,
         "geometric_mean_per_peer": {n: geometric_mean(r) for n, r in peer_ratios.items()},
         "slower_than_best_peer": [f"{r['op']} {r['case']}" for r in slower],
+        "differing_results": [{"peer": p, "op": o, "case": c, "largest_difference": d} for p, o, c, d in differing],
         "bandwidth_reference": reference,
         "na": [{"peer": p, "op": o, "reason": why} for (p, o), why in na_notes.items()],
         "errors": errors,

@@ -254,3 +254,45 @@ def test_dtype_rates_table(monkeypatch, tmp_path):
 def test_dtype_rates_refuses_plot(capsys, tmp_path):
     status = bench.run(parse(["--dtype-rates", "--plot", str(tmp_path / "p.png")]))
     assert status == 2 and "--dtype-rates" in capsys.readouterr().err
+
+
+class _WrongPeer(bench.Peer):
+    """The fastest peer there can be (its answer is computed in prepare) and a wrong one: numred's
+    integer mean plus two, at least 1 away from the real mean whichever way it was rounded."""
+
+    name = "wrong"
+
+    def prepare(self, op, x, axes):
+        import numred
+
+        answer = getattr(numred, op.name)(x, axes=list(axes)) + 2
+        return lambda: answer
+
+
+def test_a_peer_with_other_answers_is_marked_and_never_the_best(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "CASES", TINY_CASES)
+    monkeypatch.setattr(bench, "QUICK_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
+    monkeypatch.setattr(bench, "PEERS", [bench.NumPyPeer(), _WrongPeer()])
+    json_path = tmp_path / "run.json"
+    out = io.StringIO()
+    argv = ["--quick", "--dtype", "int32", "--op", "reduce_mean", "--no-progress", "--json", str(json_path)]
+    assert bench.run(parse(argv), out=out) == 0
+    report = json.loads(json_path.read_text())
+    for record in report["results"]:
+        assert record["peer_differences"]["wrong"] >= 1.0
+        assert record["peer_differences"]["numpy"] < 1.0  # NumPy's float mean is the real one
+        assert record["best_peer"] == "numpy"
+    assert [d["peer"] for d in report["differing_results"]] == ["wrong"] * len(TINY_CASES)
+    rows = [line for line in out.getvalue().splitlines() if line.startswith("ReduceMean")]
+    assert len(rows) == len(TINY_CASES) and all(line.split()[-2].endswith("*") for line in rows)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_largest_difference_is_in_units_of_the_tolerance(dtype):
+    exact = np.array([[1.0, -4.0], [np.nan, 2.0]])
+    rtol = bench.AGREEMENT_RTOL[dtype]
+    near = exact + np.array([[0.0, 4 * rtol * 0.5], [0.0, 0.0]])  # half the tolerance, on the scale 4
+    assert bench.largest_difference(exact, near, bench.dtype_from_name(dtype)) == pytest.approx(0.5)
+    assert bench.largest_difference(exact, [near], bench.dtype_from_name(dtype)) == pytest.approx(0.5)  # a list, as ORT's
+    assert bench.largest_difference(exact, np.nan_to_num(exact), bench.dtype_from_name(dtype)) == float("inf")
+    assert bench.largest_difference(exact, exact[:1], bench.dtype_from_name(dtype)) is None
