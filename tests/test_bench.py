@@ -275,7 +275,8 @@ def test_a_peer_with_other_answers_is_marked_and_never_the_best(monkeypatch, tmp
     monkeypatch.setattr(bench, "PEERS", [bench.NumPyPeer(), _WrongPeer()])
     json_path = tmp_path / "run.json"
     out = io.StringIO()
-    argv = ["--quick", "--dtype", "int32", "--op", "reduce_mean", "--no-progress", "--json", str(json_path)]
+    argv = ["--quick", "--dtype", "int32", "--op", "reduce_mean", "--no-progress",
+            "--json", str(json_path)]
     assert bench.run(parse(argv), out=out) == 0
     report = json.loads(json_path.read_text())
     for record in report["results"]:
@@ -293,6 +294,39 @@ def test_largest_difference_is_in_units_of_the_tolerance(dtype):
     rtol = bench.AGREEMENT_RTOL[dtype]
     near = exact + np.array([[0.0, 4 * rtol * 0.5], [0.0, 0.0]])  # half the tolerance, on the scale 4
     assert bench.largest_difference(exact, near, bench.dtype_from_name(dtype)) == pytest.approx(0.5)
-    assert bench.largest_difference(exact, [near], bench.dtype_from_name(dtype)) == pytest.approx(0.5)  # a list, as ORT's
+    # a list of arrays, as onnxruntime returns
+    assert bench.largest_difference(exact, [near], bench.dtype_from_name(dtype)) == pytest.approx(0.5)
     assert bench.largest_difference(exact, np.nan_to_num(exact), bench.dtype_from_name(dtype)) == float("inf")
     assert bench.largest_difference(exact, exact[:1], bench.dtype_from_name(dtype)) is None
+
+
+class _ContractPeer(bench.Peer):
+    """The contract's own NumPy expressions: a sum of squares that wraps in the input dtype, and the
+    real mean."""
+
+    name = "contract"
+
+    def prepare(self, op, x, axes):
+        if op.onnx_name == "ReduceSumSquare":
+            return lambda: np.sum(np.square(x, dtype=x.dtype), axis=axes, keepdims=True, dtype=x.dtype)
+        return lambda: np.mean(x, axis=axes, keepdims=True)
+
+
+def test_wrapping_integer_sums_of_squares_are_checked_against_the_wrapped_result(monkeypatch, tmp_path):
+    # int32 squares of 40000-50000 overflow: the contract's sum of squares wraps modulo 2**32, and a
+    # peer computing exactly that gives the same answer although it is far from the real sum. NumPy's
+    # plain np.sum(np.square(x)) adds the wrapped squares in int64: another answer.
+    def large_ints(shape, dtype):
+        return np.random.default_rng(1).integers(40_000, 50_000, size=shape).astype(dtype)
+
+    monkeypatch.setattr(bench, "make_input", large_ints)
+    monkeypatch.setattr(bench, "CASES", TINY_CASES)
+    monkeypatch.setattr(bench, "QUICK_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
+    monkeypatch.setattr(bench, "PEERS", [bench.NumPyPeer(), _ContractPeer()])
+    json_path = tmp_path / "run.json"
+    argv = ["--quick", "--dtype", "int32", "--op", "reduce_sum_square", "--op", "reduce_mean", "--no-progress",
+            "--json", str(json_path)]
+    assert bench.run(parse(argv), out=io.StringIO()) == 0
+    report = json.loads(json_path.read_text())
+    assert {r["peer_differences"]["contract"] for r in report["results"]} == {0.0}
+    assert sorted((d["peer"], d["op"]) for d in report["differing_results"]) == [("numpy", "ReduceSumSquare")] * 2
