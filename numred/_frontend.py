@@ -8,11 +8,11 @@ import operator
 from collections.abc import Sequence
 
 import ml_dtypes
-import numba
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ._plan import make_plan
+from ._runtime import get_num_threads
 from ._registry import Op
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -131,7 +131,7 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
     repeat = _REPEATS.get(key) if key is not None else None
-    if repeat is not None and (not repeat[0].threads or repeat[0].threads == numba.get_num_threads()):
+    if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
         plan, out_shape, carrier = repeat
         src = data.reshape(-1) if carrier is None else data.reshape(-1).view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import functools
 import math
 
-import numba
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
+from ._runtime import get_num_threads
 
 # Below this many elements a parallel launch costs more than it saves (DESIGN.md: about 2 us).
 PARALLEL_MIN_ELEMENTS = 1 << 15
@@ -139,11 +140,12 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
     if (plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS
             and x.dtype != np.float64):
-        # Few wide tiles: cut per thread instead of chunked (asking the thread count costs 1.7 us).
+        # Few wide tiles: cut per thread instead of chunked (asking the thread count costs 1.2 us,
+        # _runtime.get_num_threads).
         # Not for float64 data: its compensated sums would round differently with and without
         # chunks, and its results would then depend on the thread count by more than the last bit
         # where the sum cancels. Narrower floats are summed in float64, integers exactly.
-        plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, numba.get_num_threads())
+        plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, get_num_threads())
     # src is always read-only: the kernels never write the input, and Numba types read-only arrays
     # apart from writeable ones, so one kind of src means one compiled kernel per dtype, not two
     if x.flags.c_contiguous:

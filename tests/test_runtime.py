@@ -282,3 +282,32 @@ def test_serial_fallback_gives_the_parallel_bits(op, dtype, monkeypatch):
         serial = op(plan, src, data.dtype)
         monkeypatch.setattr(_runtime, "_parallel_allowed", True)
         assert parallel.tobytes() == serial.tobytes()
+
+
+def test_get_num_threads_is_numbas_count_in_every_state():
+    # _runtime.get_num_threads reads the threading layer's count directly once Numba's threads are up
+    # (numba.get_num_threads takes a lock per call); before that it asks Numba, which starts them. The
+    # count is per Python thread, as set_num_threads sets it.
+    code = textwrap.dedent(
+        """
+        import threading
+        import numba
+        from numba.np.ufunc import parallel
+        from numred import _runtime
+        pool = numba.config.NUMBA_NUM_THREADS
+        started_before = parallel._is_initialized
+        assert _runtime.get_num_threads() == pool and parallel._is_initialized
+        numba.set_num_threads(1)
+        assert _runtime.get_num_threads() == 1 == numba.get_num_threads()
+        seen = []
+        other = threading.Thread(target=lambda: seen.append((_runtime.get_num_threads(), numba.get_num_threads())))
+        other.start()
+        other.join()
+        assert seen[0][0] == seen[0][1], seen
+        numba.set_num_threads(pool)
+        assert _runtime.get_num_threads() == pool
+        print("started before:", started_before)
+        """
+    )
+    stdout = run_python(code)
+    assert "started before: False" in stdout, stdout  # so the fallback path ran too
