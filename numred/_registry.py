@@ -21,6 +21,8 @@ class Op:
     noop: Callable[[np.ndarray], np.ndarray]  # result when no axis is reduced (noop_with_empty_axes=1)
     numpy_peer: Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]  # the NumPy way, for benchmarks
     compute: Callable  # (Plan, src, dtype) -> 1-D results in dtype: the kernels' driver in _compute
+    # integer results wrap modulo 2**bits (exact bits, not a real value rounded to an integer)
+    int_wraps: bool = False
 
 
 def _square_in_dtype(x):
@@ -64,6 +66,7 @@ OPS = (
         noop=_square_in_dtype,
         numpy_peer=lambda x, axes, keepdims: np.sum(np.square(x), axis=axes, keepdims=keepdims),
         compute=_compute.sum_square,
+        int_wraps=True,
     ),
 )
 

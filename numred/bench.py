@@ -952,9 +952,9 @@ def run(args: argparse.Namespace, out=None) -> int:
                         "peers": {},
                     }
                     peer_times = []
-                    # integer sums of squares wrap (the contract): there numred's own result is the exact one
-                    wraps = op.onnx_name == "ReduceSumSquare"
-                    reference_result = fn(x if wraps else x_real, axes=numred_axes, keepdims=1) if t_nr else None
+                    # where integer results wrap (the contract), numred's own result is the exact one
+                    reference_input = x if op.int_wraps else x_real
+                    reference_result = fn(reference_input, axes=numred_axes, keepdims=1) if t_nr else None
                     record["peer_differences"] = {}
                     for p in peers:
                         t = times.get(p.name)
