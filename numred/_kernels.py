@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit, prange, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
+from numba.np.numpy_support import as_dtype
 
 from ._runtime import entry
 
@@ -1034,8 +1035,8 @@ def float_key(x):
 
 
 def _same_type(x):
-    return {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[x.bitwidth] if x.signed else \
-        {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[x.bitwidth]
+    """The NumPy scalar type of Numba integer type x, to cast results of promoted arithmetic back."""
+    return as_dtype(x).type
 
 
 @overload(float_key)
