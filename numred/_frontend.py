@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from ._compute import one_launch
 from ._plan import make_plan
 from ._runtime import get_num_threads
 from ._registry import Op
@@ -105,7 +106,7 @@ def _output_geometry(shape, axes, keepdims):
 # (they would pass again) and the plan lookup. Parallel calls gain too: after a kernel has streamed
 # its data through the caches this Python work runs cold, and skipping it took 1000x1000 float32
 # means 5-12% faster (axis 0, about 90 us). A plan cut for a thread count (Plan.threads) is reused
-# only under that count.
+# only under that count. A computation that is one kernel launch is kept with it (_compute.OneLaunch).
 _REPEATS: dict = {}
 _REPEATS_MAX = 4096
 
@@ -132,9 +133,11 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
     repeat = _REPEATS.get(key) if key is not None else None
     if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
-        plan, out_shape, carrier = repeat
+        plan, out_shape, carrier, launch = repeat
         src = data.reshape(-1) if carrier is None else data.reshape(-1).view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
+        if launch is not None:  # the whole computation is one kernel launch (_compute.OneLaunch)
+            return launch(src, plan.n_kept).reshape(out_shape)
         return op.compute(plan, src, data.dtype).reshape(out_shape)
 
     x = as_supported_array(data)
@@ -163,5 +166,5 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     carrier = CARRIERS[x.dtype]
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
     if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
-        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier
+        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier, one_launch(op.name, plan, x.dtype)
     return op.compute(plan, src, x.dtype).reshape(out_shape)

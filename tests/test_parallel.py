@@ -241,3 +241,33 @@ def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opn
         with np.errstate(invalid="ignore"):
             close = (a64 == c64) | (np.abs(a64 - c64) <= spacing)
         assert close.all(), (opname, kind, axes, a64.ravel()[:4], c64.ravel()[:4])
+
+
+@pytest.mark.parametrize("axes", [[1], [0], [0, 2]])  # rows, tiles, the general kernel
+@pytest.mark.parametrize("kind", ["float32-normal", "float16-grid", "bfloat16-grid"])
+@pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
+def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes):
+    # A repeat of a parallel float mean or sum of squares runs its one kernel launch directly
+    # (_compute.OneLaunch, kept in _frontend._REPEATS): first and later calls must both be right.
+    from numred._frontend import _REPEATS, _repeat_key
+    from numred._registry import OPS_BY_NAME
+
+    x = _make(kind, (120, 70, 40), seed=31)
+    e, tol = _float_expected(opname, x, axes, exact_sums=kind != "float32-normal")
+    key = _repeat_key(OPS_BY_NAME[opname], x, axes, 1, 0)
+    for call in range(3):
+        got = getattr(numred, opname)(x, axes)
+        assert got.dtype == x.dtype and got.shape == e.shape
+        oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=f"call {call}")
+        assert _REPEATS[key][3] is not None, "not kept as one launch"
+
+
+def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum():
+    # float64 means are never one launch (_compute.one_launch): their overflow retry must run on
+    # repeats too. The sum of these values overflows; the mean of each row is 1.5e308.
+    x = np.full((200, 300), 1.5e308)
+    x[:, ::2] = 1.4e308
+    x[:, 1::2] = 1.6e308
+    for call in range(3):
+        got = numred.reduce_mean(x, [1], keepdims=0)
+        assert np.all(got == 1.5e308), (call, got[:3])
