@@ -178,17 +178,21 @@ class OneLaunch:
         return _as_dtype(result, self.dtype)
 
 
-def one_launch(op_name: str, plan: Plan, dtype: np.dtype) -> OneLaunch | None:
-    """The OneLaunch of ``op_name`` ("reduce_mean", "reduce_sum_square") on ``plan``, or None."""
+def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float) -> OneLaunch | None:
     if not plan.parallel or dtype not in FLOAT_BITS:
         return None
-    if op_name == "reduce_mean" and dtype.char != "d":
-        finishing = _finishing_float_kernel(plan, K.SUM, 1.0, _NO_MAXIMA, float(plan.n_reduced))
-    elif op_name == "reduce_sum_square":
-        finishing = _finishing_float_kernel(plan, K.SUM_SQUARES, 1.0, _NO_MAXIMA, 1.0)
-    else:
-        return None
+    finishing = _finishing_float_kernel(plan, mode, 1.0, _NO_MAXIMA, divisor)
     return None if finishing is None else OneLaunch(*finishing, RESULT_DTYPE[dtype], dtype)
+
+
+def mean_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
+    """The OneLaunch of a mean on ``plan``, or None (float64 means check for overflow afterwards)."""
+    return None if dtype.char == "d" else _one_launch(plan, dtype, K.SUM, float(plan.n_reduced))
+
+
+def sum_square_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
+    """The OneLaunch of a sum of squares on ``plan``, or None."""
+    return _one_launch(plan, dtype, K.SUM_SQUARES, 1.0)
 
 
 def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -11,7 +11,6 @@ import ml_dtypes
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ._compute import one_launch
 from ._plan import make_plan
 from ._runtime import get_num_threads
 from ._registry import Op
@@ -166,5 +165,6 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     carrier = CARRIERS[x.dtype]
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
     if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
-        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier, one_launch(op.name, plan, x.dtype)
+        launch = op.one_launch(plan, x.dtype) if op.one_launch else None
+        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier, launch
     return op.compute(plan, src, x.dtype).reshape(out_shape)

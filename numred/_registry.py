@@ -21,6 +21,9 @@ class Op:
     noop: Callable[[np.ndarray], np.ndarray]  # result when no axis is reduced (noop_with_empty_axes=1)
     numpy_peer: Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]  # the NumPy way, for benchmarks
     compute: Callable  # (Plan, src, dtype) -> 1-D results in dtype: the kernels' driver in _compute
+    # (Plan, dtype) -> a _compute.OneLaunch for repeated calls when the whole computation is one
+    # kernel launch, else None; None for ops that never are
+    one_launch: Callable | None = None
     # integer results wrap modulo 2**bits (exact bits, not a real value rounded to an integer)
     int_wraps: bool = False
 
@@ -48,6 +51,7 @@ OPS = (
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.mean(x, axis=axes, keepdims=keepdims),
         compute=_compute.mean,
+        one_launch=_compute.mean_launch,
     ),
     Op(
         name="reduce_log_sum_exp",
@@ -66,6 +70,7 @@ OPS = (
         noop=_square_in_dtype,
         numpy_peer=lambda x, axes, keepdims: np.sum(np.square(x), axis=axes, keepdims=keepdims),
         compute=_compute.sum_square,
+        one_launch=_compute.sum_square_launch,
         int_wraps=True,
     ),
 )

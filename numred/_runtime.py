@@ -138,10 +138,10 @@ except ImportError:  # moved: numba.get_num_threads() alone
 
 
 def get_num_threads() -> int:
-    """``numba.get_num_threads()``, once Numba's threads are up without its per-call locks: it takes a
-    multiprocessing lock on every call, which cost 6-12 us right after a parallel kernel had streamed
-    4 MB through the caches, where the threading layer's own query (an internal name, checked here)
-    took 1.2 us. Some plans depend on the thread count, so repeated calls ask for it."""
+    """``numba.get_num_threads()`` without its per-call lock once Numba's threads are up. Numba's
+    function takes a multiprocessing lock on every call, which cost 6-12 us right after a parallel
+    kernel had streamed 4 MB through the caches; the threading layer's own query (an internal name,
+    checked here) took 1.2 us. Some plans depend on the thread count, so repeated calls ask for it."""
     if getattr(_numba_parallel, "_is_initialized", False):
         query = getattr(_numba_parallel, "_get_num_threads", None)
         if query is not None:

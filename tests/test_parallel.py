@@ -263,7 +263,7 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes)
 
 
 def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum():
-    # float64 means are never one launch (_compute.one_launch): their overflow retry must run on
+    # float64 means are never one launch (_compute.mean_launch): their overflow retry must run on
     # repeats too. The sum of these values overflows; the mean of each row is 1.5e308.
     x = np.full((200, 300), 1.5e308)
     x[:, ::2] = 1.4e308
