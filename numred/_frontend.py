@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import ml_dtypes
 import numpy as np
+from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ._plan import make_plan
@@ -86,6 +87,9 @@ def reduced_axes(axes, ndim: int) -> tuple[int, ...]:
         values = [_axis_value(v) for v in axes]
     else:
         values = [_axis_value(axes)]
+    for value in values:  # normalize_axis_tuple overflows (OverflowError) beyond a C int instead
+        if not -ndim <= value < ndim:
+            raise AxisError(value, ndim, msg_prefix="axes")
     return tuple(sorted(normalize_axis_tuple(values, ndim, argname="axes")))
 
 

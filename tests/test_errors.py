@@ -103,7 +103,10 @@ def test_python_bool_list_is_unsupported(func):
 AXIS_MSG = r"(?i)ax[ie]s|out of (range|bounds)|dimension"
 
 
-@pytest.mark.parametrize("axes", [3, -4, [0, 3], (5,), [-4], np.array([3]), np.array([0, -4], dtype=np.int32)],
+@pytest.mark.parametrize("axes", [3, -4, [0, 3], (5,), [-4], np.array([3]), np.array([0, -4], dtype=np.int32),
+                                  # beyond a C int or long (NumPy's normalize_axis_tuple overflows on these)
+                                  2**31, -(2**31) - 1, [0, 2**63], (-(2**70),), np.array([2**40]),
+                                  np.array([2**63], dtype=np.uint64)],
                          ids=repr)
 def test_axes_out_of_range_raise_axis_error(func, axes):
     data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
