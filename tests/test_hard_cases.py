@@ -129,3 +129,33 @@ def test_vectorised_exp_is_within_two_and_a_half_ulp():
         worst = max(worst, float(abs(mpmath.mpf(got) - exact)) / math.ulp(float(exact)))
     assert worst <= 2.5, worst
     assert all(exp_nonpositive(x) == 0.0 for x in (-708.0001, -745.2, -1e300, -np.inf))
+
+
+@pytest.mark.parametrize("n_rows", [1, 4, 5, 9])
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 1001, 30001])
+@pytest.mark.parametrize("start", [0, 1])
+def test_bfloat16_runs_read_in_pairs_count_every_element_once(n_rows, n, start):
+    # bfloat16 runs are read two elements per 32-bit load (numred._kernels._pair_terms): runs of odd
+    # and even length, starting on odd and even elements, in four-row groups and the rows after
+    # them, serial (small) and parallel. The last element of each row is large, so a run that drops
+    # its odd tail, or reads one element past it, is off by far more than rounding.
+    x = np.random.default_rng(n * 10 + n_rows).uniform(-4, 4, size=(n_rows, n + 1)).astype(ml_dtypes.bfloat16)
+    x[:, -1] = 64
+    x = x[:, start:start + n]
+    x[:, -1] = 256
+    for op in ("reduce_mean", "reduce_sum_square"):
+        assert_matches(getattr(numred, op)(x, 1), expected(op, x, 1), f"{x.shape} from element {start}")
+
+
+def test_bfloat16_long_run_quarters_read_in_pairs():
+    # A long contiguous run is summed as four quarters read together, then the 0-3 elements left;
+    # with an odd quarter each quarter has an odd tail read alone. Powers of two at every quarter's
+    # end and at the end make any element dropped or read twice visible beyond rounding.
+    quarter = (1 << 16) + 1
+    x = np.random.default_rng(5).uniform(-1, 1, size=4 * quarter + 3).astype(ml_dtypes.bfloat16)
+    for i in range(4):
+        x[(i + 1) * quarter - 1] = 2.0 ** (12 + i)
+    x[-3:] = [2.0**16, 2.0**17, 2.0**18]
+    for op in ("reduce_mean", "reduce_sum_square"):
+        assert_matches(getattr(numred, op)(x), expected(op, x))
+        assert_matches(getattr(numred, op)(x[1:]), expected(op, x[1:]))  # from an odd element
