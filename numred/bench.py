@@ -398,6 +398,13 @@ def largest_difference(reference, peer_result, dtype: np.dtype) -> float | None:
 # ----------------------------------------------------------------------------------- formatting
 
 
+def peer_differs(record: dict, peer: str) -> bool:
+    """Whether a result record's peer gave another answer (largest_difference None or 1 or more);
+    a peer that did not run is not marked."""
+    differences = record.get("peer_differences", {})
+    return peer in differences and (differences[peer] is None or differences[peer] >= 1.0)
+
+
 def format_time(seconds: float | None) -> str:
     if seconds is None:
         return "n/a"
@@ -646,7 +653,7 @@ def plot_speedups(path: str, report: dict) -> None:
     hi = max([*ratios_all, 1.0]) * 4
     for ax, op in zip(axs, ops):
         for j, peer in enumerate(peers):
-            ys, widths, labels_na = [], [], []
+            ys, widths, differs, labels_na = [], [], [], []
             for i, case in enumerate(cases):
                 r = by_key.get((op, case))
                 y = i - group_h / 2 + (j + 0.5) * bar_h
@@ -654,14 +661,20 @@ def plot_speedups(path: str, report: dict) -> None:
                 if r and r["numred"] and t_p:
                     ys.append(y)
                     widths.append(t_p / r["numred"])
+                    differs.append(peer_differs(r, peer))
                 else:
                     labels_na.append(y)
             color = colors[j % len(colors)]
-            # bars start at 1 so that slower-than-numred peers point left
-            ax.barh(ys, [w - 1.0 for w in widths], left=1.0, height=bar_h * 0.92,
-                    color=color, label=peer if ax is axs[0] else None)
-            for y, w in zip(ys, widths):
-                ax.text(w * (1.04 if w >= 1 else 1 / 1.04), y, format_ratio(w),
+            # bars start at 1 so that slower-than-numred peers point left; a peer whose answer differs
+            # is hatched and its label starred, as in the table
+            bars = ax.barh(ys, [w - 1.0 for w in widths], left=1.0, height=bar_h * 0.92,
+                           color=color, label=peer if ax is axs[0] else None)
+            for bar, wrong in zip(bars, differs):
+                if wrong:
+                    bar.set_hatch("////")
+                    bar.set_edgecolor("white")
+            for y, w, wrong in zip(ys, widths, differs):
+                ax.text(w * (1.04 if w >= 1 else 1 / 1.04), y, format_ratio(w) + ("*" if wrong else ""),
                         va="center", ha="left" if w >= 1 else "right", fontsize=6.5)
             for y in labels_na:
                 ax.text(1.04, y, "n/a", va="center", ha="left", fontsize=6.5, color="0.5")
@@ -683,6 +696,8 @@ def plot_speedups(path: str, report: dict) -> None:
         f"{'quick' if m['quick'] else 'full'} run",
         *textwrap.wrap(", ".join(m["versions"]), width_chars),
     ]
+    if any(peer_differs(r, p) for r in results for p in peers):
+        title.append("hatched, *: the peer's result differs from the exact one beyond rounding")
     fig.suptitle("\n".join(title), fontsize=9.5)
     if peers:
         fig.legend(loc="outside lower center", ncols=len(peers), fontsize=8)
@@ -967,7 +982,7 @@ def run(args: argparse.Namespace, out=None) -> int:
                         if ratio is not None:  # one more call, untimed: is it the same answer?
                             difference = largest_difference(reference_result, fns[p.name](), dtype)
                             record["peer_differences"][p.name] = difference
-                            same = difference is not None and difference < 1.0
+                            same = not peer_differs(record, p.name)
                             peer_ratios[p.name].append(ratio)
                             if same:
                                 peer_times.append((t, p.name))

@@ -286,6 +286,26 @@ def test_a_peer_with_other_answers_is_marked_and_never_the_best(monkeypatch, tmp
     assert [d["peer"] for d in report["differing_results"]] == ["wrong"] * len(TINY_CASES)
     rows = [line for line in out.getvalue().splitlines() if line.startswith("ReduceMean")]
     assert len(rows) == len(TINY_CASES) and all(line.split()[-2].endswith("*") for line in rows)
+    if have_matplotlib():  # the chart hatches the wrong peer's bars, and only those
+        import matplotlib.patches
+
+        hatched = []
+        set_hatch = matplotlib.patches.Rectangle.set_hatch
+
+        def recording_set_hatch(bar, hatch):
+            if hatch:  # patches set hatch None when they are made
+                hatched.append(hatch)
+            set_hatch(bar, hatch)
+
+        monkeypatch.setattr(matplotlib.patches.Rectangle, "set_hatch", recording_set_hatch)
+        bench.plot_speedups(str(tmp_path / "run.png"), report)
+        assert len(hatched) == len(TINY_CASES)
+
+
+def test_peer_differs_from_one_tolerance_or_another_size():
+    record = {"peer_differences": {"close": 0.999, "off": 1.0, "other_size": None}}
+    assert [bench.peer_differs(record, p) for p in ("close", "off", "other_size", "did_not_run")] == [
+        False, True, True, False]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
