@@ -158,31 +158,44 @@ def _int_sums(plan, src, squares, result):
 
 
 class OneLaunch:
-    """A whole computation that is one parallel kernel launch writing finished results: a float mean or
-    sum of squares with one chunk per output (not a float64 mean, whose overflow check follows). The
-    front end keeps it with the plan for repeated calls, which then skip the drivers below: after a
-    kernel has streamed its data, each Python step of them runs on cold caches, and together they
-    were a tenth of a 1000x1000 float32 mean (about 10 us of 70)."""
+    """A whole computation that is one kernel call writing finished results: a float mean or sum of
+    squares with one chunk per output (not a float64 mean, whose overflow check follows). The front
+    end keeps it with the plan for repeated calls, which then skip the drivers below. In parallel
+    calls, after a kernel has streamed its data, each Python step of them runs on cold caches, and
+    together they were a tenth of a 1000x1000 float32 mean (about 10 us of 70); small serial calls
+    are mostly such steps."""
 
-    __slots__ = ("kernels", "args", "result_dtype", "dtype")
+    __slots__ = ("kernels", "parallel", "args", "result_dtype", "dtype")
 
-    def __init__(self, name, args, result_dtype, dtype):
-        self.kernels = K.KERNELS[name]
+    def __init__(self, kernels, parallel, args, result_dtype, dtype):
+        self.kernels = kernels  # (serial, parallel) variants
+        self.parallel = parallel
         self.args = args
         self.result_dtype = result_dtype
         self.dtype = dtype
 
     def __call__(self, src, n_kept):
         result = np.empty(n_kept, dtype=self.result_dtype)
-        run(self.kernels, True, src, *self.args, result)
+        if self.parallel:
+            run(self.kernels, True, src, *self.args, result)
+        else:
+            self.kernels[0](src, *self.args, result)
         return _as_dtype(result, self.dtype)
 
 
 def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float) -> OneLaunch | None:
-    if not plan.parallel or dtype not in FLOAT_BITS:
+    if dtype not in FLOAT_BITS:
         return None
+    result_dtype = RESULT_DTYPE[dtype]
+    if not plan.parallel and not plan.single_run:  # the serial kernel _float_sums takes for these
+        serial = K.SERIAL_FLOAT_SUMS[mode]
+        return OneLaunch((serial, None), False, (plan.base, plan.dims, plan.kept_ndim, plan.tile, divisor),
+                         result_dtype, dtype)
     finishing = _finishing_float_kernel(plan, mode, 1.0, _NO_MAXIMA, divisor)
-    return None if finishing is None else OneLaunch(*finishing, RESULT_DTYPE[dtype], dtype)
+    if finishing is None:
+        return None
+    name, args = finishing
+    return OneLaunch(K.KERNELS[name], plan.parallel, args, result_dtype, dtype)
 
 
 def mean_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:

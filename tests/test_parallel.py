@@ -243,16 +243,18 @@ def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opn
         assert close.all(), (opname, kind, axes, a64.ravel()[:4], c64.ravel()[:4])
 
 
-@pytest.mark.parametrize("axes", [[1], [0], [0, 2]])  # rows, tiles, the general kernel
+# parallel: rows, tiles, the general kernel; serial: the general kernel, tiles, (6, 5, 1): single runs
+@pytest.mark.parametrize("shape", [(120, 70, 40), (6, 5, 4), (6, 5, 1)])
+@pytest.mark.parametrize("axes", [[1], [0], [0, 2]])
 @pytest.mark.parametrize("kind", ["float32-normal", "float16-grid", "bfloat16-grid"])
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
-def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes):
-    # A repeat of a parallel float mean or sum of squares runs its one kernel launch directly
+def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes, shape):
+    # A repeat of a float mean or sum of squares that is one kernel call runs it directly
     # (_compute.OneLaunch, kept in _frontend._REPEATS): first and later calls must both be right.
     from numred._frontend import _REPEATS, _repeat_key
     from numred._registry import OPS_BY_NAME
 
-    x = _make(kind, (120, 70, 40), seed=31)
+    x = _make(kind, shape, seed=31)
     e, tol = _float_expected(opname, x, axes, exact_sums=kind != "float32-normal")
     key = _repeat_key(OPS_BY_NAME[opname], x, axes, 1, 0)
     for call in range(3):
