@@ -43,12 +43,15 @@ def _tasks(plan):
     return plan.n_kept * plan.nchunks
 
 
-def _finishing_float_kernel(plan, mode, scale, maxima, divisor):
+def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):
     """(kernel name, arguments after src, before the result) of the float kernel that writes finished
-    results itself, which it does with one chunk per output; None when there are more."""
+    results itself, which it does with one chunk per output; None when there are more. ``float64``:
+    whether src holds float64, whose sums are compensated (the single-tile kernels do not do that)."""
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         return K.FLOAT_ROWS[mode], (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
+    if plan.single_tile and mode in K.FLOAT_TILES and not float64:
+        return K.FLOAT_TILES[mode], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
     if plan.nchunks == 1:
         return K.FLOAT_SUMS[mode], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima,
                                     _NO_PARTIALS, _NO_PARTIALS, divisor)
@@ -60,7 +63,7 @@ def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divis
     (SUM_EXP: of exp(x - maxima[k])), rounded once to result's dtype. With one chunk per output the
     kernel writes the results itself; otherwise its chunk partials are combined here."""
     divisor = float(divisor)
-    finishing = _finishing_float_kernel(plan, mode, scale, maxima, divisor)
+    finishing = _finishing_float_kernel(plan, mode, scale, maxima, divisor, src.dtype == np.float64)
     if finishing is not None:
         name, args = finishing
         _launch(name, plan, src, *args, result)
@@ -191,7 +194,7 @@ def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float) -> OneLa
         serial = K.SERIAL_FLOAT_SUMS[mode]
         return OneLaunch((serial, None), False, (plan.base, plan.dims, plan.kept_ndim, plan.tile, divisor),
                          result_dtype, dtype)
-    finishing = _finishing_float_kernel(plan, mode, 1.0, _NO_MAXIMA, divisor)
+    finishing = _finishing_float_kernel(plan, mode, 1.0, _NO_MAXIMA, divisor, dtype.char == "d")
     if finishing is None:
         return None
     name, args = finishing

@@ -15,6 +15,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ._kernels import reads_wide_rows
 from ._runtime import get_num_threads
 
 # Below this many elements a parallel launch costs more than it saves (DESIGN.md: about 2 us).
@@ -58,6 +59,10 @@ class Plan:
     # and the kernels have a lean variant for it. Then (n_kept, kept stride, n_reduced, reduced
     # stride) as Python ints (NumPy scalars cost Numba's dispatcher more), else None.
     single_run: tuple[int, int, int, int] | None
+    # one reduced axis under one or two kept axes, the inner one cut into tiles (tile > 1), one
+    # chunk, rows not read as wide rows (_kernels.reads_wide_rows): the kernels have a lean variant
+    # for these too. Then (n_outer, outer stride, n_inner, n_reduced, reduced stride), else None.
+    single_tile: tuple[int, int, int, int, int] | None
     threads: int  # the thread count the tiles were cut for (MIN_SPLIT_TILE), or 0: the plan fits any count
 
 
@@ -128,7 +133,13 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0):
     single_run = None
     if nk == 1 and nr == 1 and tile == 1 and nchunks == 1:
         single_run = (kept_dims[0][0], kept_dims[0][1], reduced_dims[0][0], reduced_dims[0][1])
-    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, threads)
+    single_tile = None
+    if nk <= 2 and nr == 1 and tile > 1 and nchunks == 1:
+        (n_inner, _), (n_rows, step) = kept_dims[-1], reduced_dims[0]
+        n_outer, outer_stride = kept_dims[0] if nk == 2 else (1, 0)
+        if not reads_wide_rows(n_inner, tile, step):
+            single_tile = (n_outer, outer_stride, n_inner, n_rows, step)
+    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, single_tile, threads)
 
 
 def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.ndarray]:

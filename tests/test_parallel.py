@@ -264,6 +264,44 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
         assert _REPEATS[key][3] is not None, "not kept as one launch"
 
 
+# One reduced axis under one or two kept axes read as tiles of rows (_plan.Plan.single_tile, the
+# _kernels.float_tiles kernels): eight-row groups followed by a four-row group and single rows,
+# tiles of unequal width cut per thread, an outer kept axis, fewer than eight rows, rows a stride
+# apart and rows walked backwards.
+SINGLE_TILES = {
+    "1003x1000 axis 0": (lambda x: x, (1003, 1000), [0]),  # 125 x 8 + 3 rows; tiles of 500 and 500
+    "1004x1001 axis 0": (lambda x: x, (1004, 1001), [0]),  # 125 x 8 + 4 rows; tiles of 501 and 500
+    "7x13x3000 axis 1": (lambda x: x, (7, 13, 3000), [1]),  # 8 + 4 + 1 rows under 7 outer outputs
+    "5x40000 axis 0": (lambda x: x, (5, 40000), [0]),  # 4 + 1 rows; tiles of 16384, 16384 and 7232
+    "every other row": (lambda x: x[::2], (2022, 1000), [0]),
+    "rows reversed": (lambda x: x[::-1], (1011, 1000), [0]),
+}
+
+
+@needs_two_threads
+@pytest.mark.parametrize("case", SINGLE_TILES)
+@pytest.mark.parametrize("kind", ["float32-grid", "float16-grid", "bfloat16-grid", "int32"])
+def test_single_tile_plans_match_the_oracle(kind, case):
+    from numred._frontend import CARRIERS
+    from numred._plan import make_plan
+
+    view, shape, axes = SINGLE_TILES[case]
+    x = view(_make(kind, shape, seed=41))
+    plan = with_threads(2, make_plan, x.view(CARRIERS[x.dtype]), tuple(axes))[0]
+    assert plan.single_tile is not None and plan.parallel, plan
+    for opname in ("reduce_mean", "reduce_sum_square"):
+        func = getattr(numred, opname)
+        for threads in (2, 1):
+            got = with_threads(threads, func, x, axes)
+            ctx = f"{opname} {case} {threads} threads"
+            if kind == "int32":
+                lo, hi = _int_expected(opname, x, axes)
+                assert got.dtype == x.dtype and np.array_equal(got.astype(np.int64), lo), ctx
+            else:
+                e, tol = _float_expected(opname, x, axes, exact_sums=True)
+                oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=ctx)
+
+
 def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum():
     # float64 means are never one launch (_compute.mean_launch): their overflow retry must run on
     # repeats too. The sum of these values overflows; the mean of each row is 1.5e308.
