@@ -1373,7 +1373,7 @@ FLOAT_ROWS = {mode: name.replace("_sum", "_rows_sum", 1) for mode, name in FLOAT
 FLOAT_TILES = {mode: FLOAT_SUMS[mode].replace("_sum", "_tiles_sum", 1) for mode in (SUM, SUM_SQUARES)}
 INT_ROWS = {False: "int_rows_mean", True: "int_rows_sum_squares"}  # by ``squares``
 KERNELS = {
-    name: (entry(fn), entry(fn, parallel=True))
+    name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
     + [(FLOAT_ROWS[mode], _float_rows_for(mode)) for mode in FLOAT_ROWS]
     + [(FLOAT_TILES[mode], _float_tiles_for(mode)) for mode in FLOAT_TILES]
@@ -1579,7 +1579,8 @@ def _serial_float_sums_for(mode):
     return serial_float_sums
 
 
-SERIAL_FLOAT_SUMS = {mode: entry(_serial_float_sums_for(mode)) for mode in (SUM, SUM_SQUARES)}
+SERIAL_FLOAT_SUMS = {mode: entry(_serial_float_sums_for(mode), name="serial_" + FLOAT_SUMS[mode])
+                     for mode in (SUM, SUM_SQUARES)}
 
 
 @entry

@@ -80,10 +80,19 @@ def _ensure_private_dir(path: str) -> None:
 _install_private_cache_locator()
 
 
-def entry(fn=None, *, parallel: bool = False, **options):
-    """``njit(cache=True)`` for a function called from Python; usable as ``@entry`` or ``entry(fn, ...)``."""
+def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options):
+    """``njit(cache=True)`` for a function called from Python; usable as ``@entry`` or ``entry(fn, ...)``.
+
+    ``name`` replaces the ``__qualname__`` of a closure that one factory makes in several variants.
+    Numba names a compiled function's symbol after its qualname, its argument types and a counter
+    that starts afresh in every process, so two such variants compiled in different processes can
+    get the same symbol. A process that then loads both from the disk cache runs one body for both
+    (numba#10486). Seen here: after a log-sum-exp call, float means of 3x2x2 returned the
+    log-sum-exp's -inf, with a cache filled by several test processes."""
     if fn is None:
-        return lambda f: entry(f, parallel=parallel, **options)
+        return lambda f: entry(f, parallel=parallel, name=name, **options)
+    if name is not None:
+        fn.__qualname__ = name
     if parallel:  # a renamed copy: its own cache files, next to the serial variant's
         fn_copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
         fn_copy.__qualname__ = fn.__qualname__ + "__parallel"

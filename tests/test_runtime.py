@@ -311,3 +311,23 @@ def test_get_num_threads_is_numbas_count_in_every_state():
     )
     stdout = run_python(code)
     assert "started before: False" in stdout, stdout  # so the fallback path ran too
+
+
+def test_every_compiled_kernel_has_its_own_qualified_name():
+    # Numba names a compiled function's symbol after its module, qualname, argument types and a
+    # counter that restarts in every process. Closures of one factory (one per mode) share a qualname
+    # and a signature, so two compiled in different processes could share a symbol, and a process
+    # loading both from the disk cache would run one body for both (numba#10486; seen here as float
+    # means returning a log-sum-exp's -inf). _runtime.entry(name=...) gives each its own qualname.
+    from numba.core.dispatcher import Dispatcher
+
+    from numred import _kernels
+
+    kernels = [d for pair in _kernels.KERNELS.values() for d in pair]
+    kernels += list(_kernels.SERIAL_FLOAT_SUMS.values())
+    kernels += [v for v in vars(_kernels).values() if isinstance(v, Dispatcher)]
+    unique = {id(d): d for d in kernels}.values()
+    names = [(d.py_func.__module__, d.py_func.__qualname__) for d in unique]
+    shared = sorted({n for n in names if names.count(n) > 1})
+    assert not shared, f"kernels compiled under one name: {shared}"
+    assert len(names) > 20
