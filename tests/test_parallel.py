@@ -16,6 +16,7 @@ Data families:
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -254,14 +255,23 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
     from numred._frontend import _REPEATS, _repeat_key
     from numred._registry import OPS_BY_NAME
 
+    # After its first call a launch calls the kernel's compiled entry point directly, with the
+    # input's own dtype (float16 and bfloat16 as the 16-bit integers the kernel reads); the input
+    # must stay untouched and the result its own array.
     x = _make(kind, shape, seed=31)
+    before = x.copy()
     e, tol = _float_expected(opname, x, axes, exact_sums=kind != "float32-normal")
     key = _repeat_key(OPS_BY_NAME[opname], x, axes, 1, 0)
     for call in range(3):
         got = getattr(numred, opname)(x, axes)
         assert got.dtype == x.dtype and got.shape == e.shape
         oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=f"call {call}")
-        assert _REPEATS[key][3] is not None, "not kept as one launch"
+        assert not np.shares_memory(got, x)
+        launch = _REPEATS[key][3]
+        assert launch is not None, "not kept as one launch"
+    variant = 1 if launch.parallel else 0
+    assert not isinstance(launch.calls[variant], functools.partial), "repeats do not call the entry point"
+    assert x.tobytes() == before.tobytes(), "the input was modified"
 
 
 # One reduced axis under one or two kept axes read as tiles of rows (_plan.Plan.single_tile, the
