@@ -142,30 +142,48 @@ def _maxima(plan, src, dtype):
 _NO_WORDS = np.zeros(0, dtype=np.uint64)  # the partial arguments when the kernel finishes the results
 
 
+def _int_launch(plan, squares):
+    """(kernels (serial, parallel), parallel, arguments after src and before the result) of the
+    integer mean or sum of squares (``squares``) that one kernel call finishes, or None when chunk
+    partials are combined afterwards."""
+    if plan.single_run:
+        n_kept, kept_stride, n_reduced, step = plan.single_run
+        return K.KERNELS[K.INT_ROWS[squares]], plan.parallel, (plan.base, kept_stride, n_kept, n_reduced, step)
+    if not plan.parallel:  # small: the fewest arguments (serial plans have one chunk)
+        return ((K.serial_int_sums, None), False,
+                (plan.base, plan.dims, plan.kept_ndim, plan.tile, squares, plan.n_reduced))
+    if plan.nchunks == 1:
+        return K.KERNELS["int_sums"], True, (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, squares,
+                                             plan.n_reduced, _NO_WORDS, _NO_WORDS)
+    return None
+
+
 def _int_sums(plan, src, squares, result):
     """Integer exact mean or wrapping sum of squares (squares) into result, of the input dtype: the
     kernels compute uint64 two's-complement bits, and the store keeps the low bits."""
-    if plan.single_run:
-        n_kept, kept_stride, n_reduced, step = plan.single_run
-        _launch(K.INT_ROWS[squares], plan, src, plan.base, kept_stride, n_kept, n_reduced, step, result)
-    elif not plan.parallel:  # small: the fewest arguments (serial plans have one chunk)
-        K.serial_int_sums(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, squares, plan.n_reduced, result)
-    elif plan.nchunks == 1:
-        _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, _NO_WORDS, _NO_WORDS,
-                result)
+    one_launch = _int_launch(plan, squares)
+    if one_launch is not None:
+        kernels, parallel, args = one_launch
+        run(kernels, parallel, src, *args, result)
+        return
+    low = np.empty(_tasks(plan), dtype=np.uint64)
+    high = np.empty(_tasks(plan), dtype=np.uint64)
+    _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, low, high, result)
+    if squares:
+        K.finish_int_squares(low, plan.nchunks, result)
     else:
-        low = np.empty(_tasks(plan), dtype=np.uint64)
-        high = np.empty(_tasks(plan), dtype=np.uint64)
-        _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, low, high, result)
-        if squares:
-            K.finish_int_squares(low, plan.nchunks, result)
-        else:
-            K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
+        K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
+
+
+def _int_mean_by_float_tiles(plan: Plan, dtype: np.dtype) -> bool:
+    # 32-bit tiles through the float kernel, exact here (K.EXACT_FLOAT_INT_COUNT): it reads tiles at
+    # float32's rate, where int_sums ran at 0.6-0.75x of it (32x64x56x56 axis 1: 1.9 against 1.2 ms)
+    return plan.tile > 1 and plan.parallel and dtype.itemsize == 4 and plan.n_reduced <= K.EXACT_FLOAT_INT_COUNT
 
 
 class OneLaunch:
-    """A whole computation that is one kernel call writing finished results: a float mean or sum of
-    squares with one chunk per output (not a float64 mean, whose overflow check follows). The front
+    """A whole computation that is one kernel call writing finished results: a mean or sum of squares
+    with one chunk per output (not a float64 mean, whose overflow check follows). The front
     end keeps it with the plan for repeated calls, which then skip the drivers below. In parallel
     calls, after a kernel has streamed its data, each Python step of them runs on cold caches, and
     together they were a tenth of a 1000x1000 float32 mean (about 10 us of 70); small serial calls
@@ -211,8 +229,11 @@ class OneLaunch:
 
 
 def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float) -> OneLaunch | None:
-    if dtype not in FLOAT_BITS:
-        return None
+    if dtype not in FLOAT_BITS:  # integers are their own carriers
+        if mode == K.SUM and _int_mean_by_float_tiles(plan, dtype):
+            return None
+        one_launch = _int_launch(plan, mode == K.SUM_SQUARES)
+        return None if one_launch is None else OneLaunch(*one_launch, dtype, dtype)
     carrier = RESULT_DTYPE[dtype]  # for float dtypes also the carrier of the input (_frontend.CARRIERS)
     if not plan.parallel and not plan.single_run:  # the serial kernel _float_sums takes for these
         serial = K.SERIAL_FLOAT_SUMS[mode]
@@ -246,10 +267,7 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
         return _as_dtype(means, dtype)
     result = np.empty(plan.n_kept, dtype=dtype)
-    if plan.tile > 1 and plan.parallel and dtype.itemsize == 4 and plan.n_reduced <= K.EXACT_FLOAT_INT_COUNT:
-        # 32-bit tiles through the float kernel, exact here (K.EXACT_FLOAT_INT_COUNT): it reads tiles
-        # at float32's rate, where int_sums ran at 0.6-0.75x of it (32x64x56x56 axis 1: 1.9 against
-        # 1.2 ms)
+    if _int_mean_by_float_tiles(plan, dtype):
         _run_float_sums(plan, src, K.SUM, result, divisor=plan.n_reduced)
     else:
         _int_sums(plan, src, False, result)

@@ -312,6 +312,36 @@ def test_single_tile_plans_match_the_oracle(kind, case):
                 oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=ctx)
 
 
+@pytest.mark.parametrize("shape", [(120, 70, 40), (6, 5, 4), (6, 5, 1)])
+@pytest.mark.parametrize("axes", [[1], [0], [0, 2]])
+@pytest.mark.parametrize("kind", ["int32", "int64"])
+@pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
+def test_repeated_integer_calls_that_are_one_launch_match_the_oracle(opname, kind, axes, shape):
+    # Integer means and sums of squares that one kernel call finishes are one launch too
+    # (_compute._int_launch), except 32-bit means of parallel tiles, which go through the float kernel.
+    from numred import _compute
+    from numred._frontend import _REPEATS, _repeat_key
+    from numred._registry import OPS_BY_NAME
+
+    x = _make(kind, shape, seed=32)
+    before = x.copy()
+    expected, _ = _int_expected(opname, x, axes)
+    key = _repeat_key(OPS_BY_NAME[opname], x, axes, 1, 0)
+    for call in range(3):
+        got = getattr(numred, opname)(x, axes)
+        assert got.dtype == x.dtype and got.shape == expected.shape, call
+        assert np.array_equal(got.astype(np.int64), expected), f"call {call}"
+        assert not np.shares_memory(got, x)
+    plan, launch = _REPEATS[key][0], _REPEATS[key][3]
+    if opname == "reduce_mean" and _compute._int_mean_by_float_tiles(plan, x.dtype):
+        assert launch is None
+    else:
+        assert launch is not None, "not kept as one launch"
+        variant = 1 if launch.parallel else 0
+        assert not isinstance(launch.calls[variant], functools.partial), "repeats do not call the entry point"
+    assert x.tobytes() == before.tobytes(), "the input was modified"
+
+
 def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum():
     # float64 means are never one launch (_compute.mean_launch): their overflow retry must run on
     # repeats too. The sum of these values overflows; the mean of each row is 1.5e308.
