@@ -196,7 +196,8 @@ class OneLaunch:
     no read-only flag. That is safe because every later call has the same argument types by
     construction (same dtype, 1-D and C-contiguous, the same argument objects), and the entry point
     reads an array's data, shape and strides without looking at its dtype or flags, so the 16-bit
-    floats arrive as the integers they are compiled for. Small float16 calls took 0.85x the time."""
+    floats arrive as the integers they are compiled for. Small calls (3x2x2, 64x64) took 0.79-0.80x
+    the time for float32, 0.66-0.68x for float16 and bfloat16, 0.72-0.82x for int32 and int64."""
 
     __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "calls")
 
