@@ -24,7 +24,8 @@ LAYOUTS = (
     ((9, 10), [1]),  # serial, one run per output
     ((9, 10), [0]),  # serial, a tile of outputs
     ((300, 200), [1]),  # parallel rows (four at a time, and the leftover rows)
-    ((301, 200), [0]),  # parallel tiles
+    ((301, 200), [0]),  # parallel tiles of rows read as wide rows
+    ((100, 1500), [0]),  # parallel single tiles: the lean float_tiles kernel
     ((30, 40, 50), [0, 2]),  # parallel, general geometry
     ((4, 300_000), [1]),  # few outputs: chunked runs, combined afterwards
     ((300_000, 4), [0]),  # few narrow tiles: chunked tiles
