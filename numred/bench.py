@@ -317,6 +317,28 @@ def median_time(fn: Callable[[], object], policy: TimingPolicy) -> float:
     return statistics.median(times)
 
 
+QUIET_STEP = 0.005  # seconds: wait_for_quiet's sleeps
+QUIET_MAX = 0.5  # seconds: wait_for_quiet gives up after this long
+
+
+def wait_for_quiet() -> float | None:
+    """Sleep until no thread of this process uses the CPU (a sleep of QUIET_STEP in which the process
+    used under a fifth of it), at most QUIET_MAX seconds; return the seconds waited, None on giving up.
+
+    onnxruntime's intra-op workers (and OpenMP's) keep spinning for tens of milliseconds after a call
+    returns (measured here: 15-100 ms, a core busy all that time), and slow whichever library is timed
+    next: numred's 32x64x56x56 axis-1 mean took a median 1.56 ms in blocks right after an onnxruntime
+    block and 0.95 ms when this wait came between them (0.97 ms after nothing).
+    """
+    start = time.perf_counter()
+    while time.perf_counter() - start < QUIET_MAX:
+        cpu = time.process_time()
+        time.sleep(QUIET_STEP)
+        if time.process_time() - cpu < 0.2 * QUIET_STEP:
+            return time.perf_counter() - start
+    return None
+
+
 ROUNDS = 3  # default --rounds: numred and its peers timed in turns, this many blocks each per case
 SLOW_CALL = 0.05  # seconds per call beyond which one block is enough (see times_in_turns)
 
@@ -332,10 +354,11 @@ def times_in_turns(fns: dict[str, Callable[[], object]], policy: TimingPolicy, r
     (a 64x64 sum of squares measured 7.4 us instead of its usual 4.5 us in one such run).
 
     Blocks, not interleaved calls: onnxruntime's and OpenMP's worker threads spin for a while after a
-    call, and would slow whichever call came next. A function slower than SLOW_CALL per call gets one
-    block only: its own calls span any such load, and more blocks of it would cost minutes. A function
-    that raises is dropped, its exception returned in place of a time. ``block_done`` is called once
-    per block, skipped ones included (the progress bar).
+    call, and would slow whichever call came next; each block also starts once they have stopped
+    (wait_for_quiet), so that no library pays for the one timed before it. A function slower than
+    SLOW_CALL per call gets one block only: its own calls span any such load, and more blocks of it
+    would cost minutes. A function that raises is dropped, its exception returned in place of a time.
+    ``block_done`` is called once per block, skipped ones included (the progress bar).
     """
     share = TimingPolicy(target=policy.target / rounds, min_calls=policy.min_calls,
                          max_total=policy.max_total / rounds, max_calls=policy.max_calls)
@@ -345,6 +368,7 @@ def times_in_turns(fns: dict[str, Callable[[], object]], policy: TimingPolicy, r
         for name, fn in fns.items():
             if name not in failed and not (r and medians[name][-1] > SLOW_CALL):
                 try:
+                    wait_for_quiet()
                     medians[name].append(median_time(fn, share))
                 except Exception as exc:  # the caller reports it
                     failed[name] = exc
@@ -1000,6 +1024,7 @@ def run(args: argparse.Namespace, out=None) -> int:
                     progress.set_postfix_str(f"{REF_LABEL} {case.shape_label()}")
                     flat = x.reshape(-1)  # a view: the cases are contiguous
                     kernel = plain_parallel_sum()
+                    wait_for_quiet()
                     t_ref = median_time(lambda: kernel(flat), policy)
                     progress.update()
                     reference = {

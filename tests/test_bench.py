@@ -10,6 +10,8 @@ import argparse
 import io
 import json
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -132,6 +134,34 @@ def test_times_in_turns_keeps_the_median_block(monkeypatch):
     assert isinstance(got["failing"], RuntimeError)
     assert calls == ["steady", "slow", "failing", "steady", "steady"]
     assert len(done) == 3 * len(fns)  # the progress bar counts skipped blocks too
+
+
+def test_times_in_turns_waits_for_quiet_before_every_block(monkeypatch):
+    events = []
+    monkeypatch.setattr(bench, "wait_for_quiet", lambda: events.append("quiet"))
+    monkeypatch.setattr(bench, "median_time", lambda fn, policy: events.append(fn()) or 1e-3)
+    bench.times_in_turns({"a": lambda: "a", "b": lambda: "b"}, bench.DEFAULT_POLICY, 2, lambda: None)
+    assert events == ["quiet", "a", "quiet", "b"] * 2
+
+
+def _spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_wait_for_quiet_waits_while_a_thread_of_the_process_spins():
+    # a Python thread spinning as onnxruntime's workers do after a call: the wait lasts until it stops
+    assert bench.wait_for_quiet() is not None  # the process is quiet to begin with
+    spinner = threading.Thread(target=_spin, args=(0.2,))
+    spinner.start()
+    waited = bench.wait_for_quiet()
+    spinner.join()
+    assert waited is not None and 0.15 <= waited < bench.QUIET_MAX
+    spinner = threading.Thread(target=_spin, args=(bench.QUIET_MAX + 0.3,))
+    spinner.start()
+    assert bench.wait_for_quiet() is None  # gives up rather than waiting for ever
+    spinner.join()
 
 
 def test_rounds_below_one_exit_2_before_measuring(monkeypatch, capsys):
