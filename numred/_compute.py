@@ -302,16 +302,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     else:
         maxima = _maxima(plan, src, dtype)
         totals = np.empty(_tasks(plan))
-        if plan.tile > 1 and dtype.itemsize == 4:
-            # Tiles (a leading reduced axis) through the float kernel, which reads them row by row
-            # (int_sum_exp walks one strided column per output): x - max is exact in float64 for
-            # 32-bit integers, so its terms are int_sum_exp's. Only the finish differs, below.
-            comps = np.empty(_tasks(plan))
-            _launch(K.FLOAT_SUMS[K.SUM_EXP], plan, *_geometry(plan, src), plan.tile, 1.0, maxima.astype(np.float64),
-                    totals, comps, 1.0, _NO_PARTIALS)
-            totals += comps
-        else:
-            _launch("int_sum_exp", plan, *_geometry(plan, src), maxima, totals)
+        _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals)
         fits_each = np.empty(plan.n_kept, dtype=np.bool_)
         K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
         fits = fits_each.all()
