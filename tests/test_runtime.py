@@ -180,12 +180,10 @@ def concurrently_filled_cache(tmp_path_factory):
     procs = {d: subprocess.Popen([sys.executable, "-c", f"DTYPE = {d!r}\n" + COLD_FILL], env=_subprocess_env(env),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for d in CONCURRENT_DTYPES}
-    misses = {}
-    for d, proc in procs.items():
-        out, err = proc.communicate(timeout=900)
-        assert proc.returncode == 0 and out.split()[0] == "ok", err
-        misses[d] = int(out.split()[1])
-    return env, misses
+    outputs = {d: proc.communicate(timeout=900) for d, proc in procs.items()}  # all finished before any assert
+    for d, (out, err) in outputs.items():
+        assert procs[d].returncode == 0 and out.split()[0] == "ok", f"{d}: {err}"
+    return env, {d: int(out.split()[1]) for d, (out, _) in outputs.items()}
 
 
 def test_processes_compiling_at_once(concurrently_filled_cache):
