@@ -439,11 +439,37 @@ def _pair_square_sum(run, index):
     return low * low + high * high
 
 
-# Memory-bound sums read several places at once: one stream per thread left 15-25% of the read
-# bandwidth unused here (4096x4096 float32 rows: 3.0 ms one row at a time, 2.2-2.6 ms four rows at
-# a time; a 4x4194304 run: 3.2 ms as one stream, 2.7 ms as four quarters). Runs shorter than four
+# Memory-bound sums read several places at once: on an Intel Xeon, one stream per thread left 15-25%
+# of the read bandwidth unused (4096x4096 float32 rows: 3.0 ms one row at a time, 2.2-2.6 ms four rows
+# at a time; a 4x4194304 run: 3.2 ms as one stream, 2.7 ms as four quarters). Runs shorter than four
 # times this are not cut into quarters.
 STREAMS_MIN_RUN = 1 << 14
+
+
+def _compiles_for_amd_zen() -> bool:
+    """Whether Numba compiles for an AMD Zen core (LLVM's CPU names znver1..5): the host's, unless
+    NUMBA_CPU_NAME names another (the disk cache is keyed by that CPU name too)."""
+    from numba.core import config
+    from llvmlite import binding
+    return (config.CPU_NAME or binding.get_host_cpu_name()).startswith("znver")
+
+
+# On AMD Zen 5 the opposite held for long rows out of the cache: rows read one after another (one
+# stream per thread) took 0.80-0.97x the time of four rows read together on float32 4096x4096,
+# 32x64x56x56 axes [2,3] and 8192x16384 rows, and 0.65-0.91x on float16 and bfloat16 (in-process
+# A/B); in the cache, and for short rows, four together stayed faster (1000x1000: 0.85-0.9x).
+ONE_STREAM_ROWS = _compiles_for_amd_zen()
+ONE_STREAM_MIN_ROW = 1024
+ONE_STREAM_MIN_BYTES = 16 << 20
+
+
+@njit
+def _rows_together(src, n_kept, n_reduced):
+    """How many contiguous rows the row kernels read together: 4 (four memory streams per thread),
+    or 1 (whole rows one after another) where ONE_STREAM_ROWS says so."""
+    if ONE_STREAM_ROWS and n_reduced >= ONE_STREAM_MIN_ROW and n_kept * n_reduced * src.itemsize >= ONE_STREAM_MIN_BYTES:
+        return 1
+    return 4
 
 
 @njit(fastmath=FASTMATH)
@@ -735,14 +761,15 @@ def _float_rows_for(mode):
             # contiguous rows, four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter
             # of the per-row loop overhead (10000x16 float32 mean: 183 -> 62 us; 32x64x56x56 axes
             # [2,3]: 1.11 -> 0.80 ms). Not for SUM_EXP, which is bound by exp, not by memory.
+            together = _rows_together(src, n_kept, n_reduced)
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
-                if k0 + 4 <= n_kept:
+                if k0 + 4 <= n_kept and together == 4:
                     sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
                     for j in range(4):
                         store_rounded(result, k0 + j, _finish_sum(sums[j], 0.0, mode, divisor, scale))
-                else:  # the last 1-3 rows
-                    for k in range(k0, n_kept):
+                else:  # the last 1-3 rows, or long rows one after another
+                    for k in range(k0, min(k0 + 4, n_kept)):
                         store_rounded(result, k, _float_row(src, base + k * kept_stride, n_reduced, 1, mode, scale,
                                                             block, divisor))
             return
@@ -1123,17 +1150,18 @@ def _int_rows_for(squares):
         count = _U64(n_reduced)
         if step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK:
             # contiguous rows four at a time, as float_rows does
+            together = _rows_together(src, n_kept, n_reduced)
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
-                if k0 + 4 <= n_kept:
+                if k0 + 4 <= n_kept and together == 4:
                     sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, squares)
                     for j in range(4):
                         if squares:
                             result[k0 + j] = sums[j]
                         else:  # the int64 sum, sign-extended to 128 bits
                             result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
-                else:  # the last 1-3 rows
-                    for k in range(k0, n_kept):
+                else:  # the last 1-3 rows, or rows one after another
+                    for k in range(k0, min(k0 + 4, n_kept)):
                         result[k] = _int_row(src, base + k * kept_stride, n_reduced, 1, squares, count)
             return
         for k in prange(n_kept):
