@@ -199,14 +199,17 @@ class OneLaunch:
     floats arrive as the integers they are compiled for. Small calls (3x2x2, 64x64) took 0.79-0.80x
     the time for float32, 0.66-0.68x for float16 and bfloat16, 0.72-0.82x for int32 and int64."""
 
-    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "calls")
+    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "calls")
 
-    def __init__(self, kernels, parallel, args, carrier, dtype):
+    def __init__(self, kernels, parallel, args, carrier, dtype, keys=None):
         self.kernels = kernels  # (serial, parallel) dispatchers
         self.parallel = parallel
-        self.args = args  # after src, before the result
+        self.args = args  # after src (and keys), before the result
         self.carrier = carrier  # of src and of the result: the kernels' view of ``dtype``
         self.dtype = dtype
+        # None, or the integer dtype of a second argument that is src's memory again (the keys of
+        # the float log-sum-exp's max): later calls pass the input's view twice
+        self.keys = keys
         # what run() calls: the first call of a variant, then its entry point
         self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
 
@@ -214,6 +217,8 @@ class OneLaunch:
         kernel = self.kernels[variant]
         src = src.view(self.carrier)
         src.setflags(write=False)
+        if self.keys is not None:
+            args = (src.view(self.keys), *args[1:])
         typed = (src, *args[:-1], args[-1].view(self.carrier))
         kernel(*typed)
         try:  # Numba internals: without them every call keeps going through the dispatcher
@@ -225,7 +230,11 @@ class OneLaunch:
     def __call__(self, data, n_kept):
         """The results (1-D, in data's dtype) for ``data``: C-contiguous, of this launch's geometry."""
         result = np.empty(n_kept, dtype=self.dtype)
-        run(self.calls, self.parallel, data.ravel(), *self.args, result)
+        src = data.ravel()
+        if self.keys is None:
+            run(self.calls, self.parallel, src, *self.args, result)
+        else:
+            run(self.calls, self.parallel, src, src, *self.args, result)
         return result
 
 
@@ -255,6 +264,17 @@ def mean_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
 def sum_square_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     """The OneLaunch of a sum of squares on ``plan``, or None."""
     return _one_launch(plan, dtype, K.SUM_SQUARES, 1.0)
+
+
+def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
+    """The OneLaunch of a small (serial) float log-sum-exp, whose kernel also finds the maxima; None
+    for the others, which launch a max kernel and a sum kernel."""
+    if dtype not in FLOAT_BITS or plan.parallel:
+        return None
+    key_dtype, inf_bits = FLOAT_BITS[dtype]
+    return OneLaunch((K.serial_float_log_sum_exp, None), False,
+                     (inf_bits, plan.base, plan.dims, plan.kept_ndim, plan.tile), RESULT_DTYPE[dtype], dtype,
+                     keys=key_dtype)
 
 
 def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -61,6 +61,7 @@ OPS = (
         noop=lambda x: x.copy(),
         numpy_peer=_numpy_logsumexp,
         compute=_compute.log_sum_exp,
+        one_launch=_compute.log_sum_exp_launch,
     ),
     Op(
         name="reduce_sum_square",
