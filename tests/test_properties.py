@@ -593,3 +593,32 @@ def test_float64_error_no_worse_than_numpy_pairwise(kind):
         err_numpy = abs(F(float(peer)) - exact)
         allowed = err_numpy + 2 * oracle.ulp(exact, np.float64)
         assert err <= allowed, f"{opname} {kind}: error {float(err):.3g} > numpy's {float(err_numpy):.3g} + 2 ulp"
+
+
+# float64 sums and sums of squares along runs are nearly exact (_kernels._float64_run): within one
+# rounding plus n * 2**-100 of the sum of the terms' magnitudes, where NumPy's pairwise sum and a
+# plain vectorised one err by up to about 2**-53 of it times a factor growing with n. Cancelling data
+# (sums some 1e-16 of sum |x|), in random order and in sorted halves, along rows (long, strided, short).
+@pytest.mark.parametrize("order", ["shuffled", "halves"])
+@pytest.mark.parametrize("seed", range(4))
+def test_float64_sums_along_runs_are_nearly_exact(seed, order):
+    rng = np.random.default_rng(100 + seed)
+    half = rng.random((6, 3000)) * 10.0 ** rng.integers(-3, 9)
+    x = np.concatenate([half, -rng.permuted(half, axis=1) * (1 + 2.0**-40)], axis=1)  # sums far below sum|x|
+    if order == "shuffled":
+        x = rng.permuted(x, axis=1)
+    F = oracle.Fraction
+    for view in (x, x[:, ::3], x[:, :37]):
+        rows = [[F(v) for v in row] for row in view.tolist()]
+        for opname in ("reduce_mean", "reduce_sum_square"):
+            got = FUNCS[opname](view, [1], keepdims=0)
+            for k, row in enumerate(rows):
+                if opname == "reduce_mean":
+                    exact = sum(row, F(0)) / len(row)
+                    bound = sum(abs(v) for v in row) / len(row)
+                else:  # the squares rounded as NumPy's np.square rounds them, then summed
+                    squares = [F(float(v * v)) for v in row]
+                    exact, bound = sum(squares, F(0)), sum(squares, F(0))
+                err = abs(F(float(got[k])) - exact)
+                assert err <= oracle.ulp(exact, np.float64) + len(row) * F(2) ** -100 * bound, \
+                    f"{opname} {order} row {k} of {view.shape}: error {float(err):.3g}, exact {float(exact):.6g}"
