@@ -200,9 +200,9 @@ class OneLaunch:
     floats arrive as the integers they are compiled for. Small calls (3x2x2, 64x64) took 0.79-0.80x
     the time for float32, 0.66-0.68x for float16 and bfloat16, 0.72-0.82x for int32 and int64."""
 
-    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "calls")
+    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "overflow", "calls")
 
-    def __init__(self, kernels, parallel, args, carrier, dtype, keys=None):
+    def __init__(self, kernels, parallel, args, carrier, dtype, keys=None, overflow=None):
         self.kernels = kernels  # (serial, parallel) dispatchers
         self.parallel = parallel
         self.args = args  # after src (and keys), before the result
@@ -211,6 +211,9 @@ class OneLaunch:
         # None, or the integer dtype of a second argument that is src's memory again (the keys of
         # the float log-sum-exp's max): later calls pass the input's view twice
         self.keys = keys
+        # None, or the error to raise when the kernel returns False (an integer log-sum-exp that
+        # does not fit its dtype); other kernels return None
+        self.overflow = overflow
         # what run() calls: the first call of a variant, then its entry point
         self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
 
@@ -221,21 +224,24 @@ class OneLaunch:
         if self.keys is not None:
             args = (src.view(self.keys), *args[1:])
         typed = (src, *args[:-1], args[-1].view(self.carrier))
-        kernel(*typed)
+        returned = kernel(*typed)
         try:  # Numba internals: without them every call keeps going through the dispatcher
             entry = kernel.overloads[tuple(numba.typeof(a) for a in typed)].entry_point
         except (AttributeError, KeyError):
-            return
+            return returned
         self.calls[variant] = entry
+        return returned
 
     def __call__(self, data, n_kept):
         """The results (1-D, in data's dtype) for ``data``: C-contiguous, of this launch's geometry."""
         result = np.empty(n_kept, dtype=self.dtype)
         src = data.ravel()
         if self.keys is None:
-            run(self.calls, self.parallel, src, *self.args, result)
+            returned = run(self.calls, self.parallel, src, *self.args, result)
         else:
-            run(self.calls, self.parallel, src, src, *self.args, result)
+            returned = run(self.calls, self.parallel, src, src, *self.args, result)
+        if returned is False and self.overflow is not None:
+            raise self.overflow
         return result
 
 
@@ -268,10 +274,15 @@ def sum_square_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
 
 
 def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
-    """The OneLaunch of a small (serial) float log-sum-exp, whose kernel also finds the maxima; None
-    for the others, which launch a max kernel and a sum kernel."""
-    if dtype not in FLOAT_BITS or plan.parallel:
+    """The OneLaunch of a small (serial) log-sum-exp, whose kernel also finds the maxima; None for
+    the others, which launch a max kernel and a sum kernel. An integer one's kernel returns False
+    where a result does not fit the dtype, and the launch raises."""
+    if plan.parallel:
         return None
+    if dtype not in FLOAT_BITS:
+        return OneLaunch((K.serial_int_log_sum_exp, None), False,
+                         (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced, INT_WIDENING[dtype][1]),
+                         dtype, dtype, overflow=int_log_sum_exp_overflow(dtype))
     key_dtype, inf_bits = FLOAT_BITS[dtype]
     return OneLaunch((K.serial_float_log_sum_exp, None), False,
                      (inf_bits, plan.base, plan.dims, plan.kept_ndim, plan.tile), RESULT_DTYPE[dtype], dtype,
@@ -316,20 +327,26 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
         return _as_dtype(result, dtype)
     wide, type_max = INT_WIDENING[dtype]
+    if not plan.parallel:  # the kernel stores results that fit into the input dtype itself
+        result = np.empty(plan.n_kept, dtype=dtype)
+        if not K.serial_int_log_sum_exp(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced,
+                                        type_max, result):
+            raise int_log_sum_exp_overflow(dtype)
+        return result
     result = np.empty(plan.n_kept, dtype=wide)
-    if not plan.parallel:
-        fits = K.serial_int_log_sum_exp(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced,
-                                        type_max, result)
-    else:
-        maxima = _maxima(plan, src, dtype)
-        totals = np.empty(_tasks(plan))
-        _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals)
-        fits_each = np.empty(plan.n_kept, dtype=np.bool_)
-        K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
-        fits = fits_each.all()
-    if not fits:
-        raise ValueError(
-            f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {type_max}); "
-            "integer results are not clamped"
-        )
+    maxima = _maxima(plan, src, dtype)
+    totals = np.empty(_tasks(plan))
+    _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals)
+    fits_each = np.empty(plan.n_kept, dtype=np.bool_)
+    K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
+    if not fits_each.all():
+        raise int_log_sum_exp_overflow(dtype)
     return result.astype(dtype)
+
+
+def int_log_sum_exp_overflow(dtype: np.dtype) -> ValueError:
+    """The error of an integer log-sum-exp whose result does not fit ``dtype``."""
+    return ValueError(
+        f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {INT_WIDENING[dtype][1]}); "
+        "integer results are not clamped"
+    )

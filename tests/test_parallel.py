@@ -346,6 +346,32 @@ def test_repeated_integer_calls_that_are_one_launch_match_the_oracle(opname, kin
     assert x.tobytes() == before.tobytes(), "the input was modified"
 
 
+@pytest.mark.parametrize("kind", ["int32", "int64"])
+def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
+    # A serial integer log-sum-exp is one launch too (_compute.log_sum_exp_launch): its kernel stores
+    # results that fit and returns False otherwise. Repeats must match the oracle, and a repeat
+    # whose result does not fit must still raise, as must the call after it.
+    from numred._frontend import _REPEATS, _repeat_key
+    from numred._registry import OPS_BY_NAME
+
+    x = _make(kind, (6, 5, 4), seed=33)
+    top = np.full_like(x, np.iinfo(x.dtype).max)  # max + log(5) > max: no result fits
+    for axes in ([1], [0, 2]):
+        lo, hi = _int_expected("reduce_log_sum_exp", x, axes)
+        assert (hi <= np.iinfo(x.dtype).max).all()
+        for call in range(3):
+            got = numred.reduce_log_sum_exp(x, axes)
+            assert got.dtype == x.dtype and got.shape == lo.shape
+            g = got.astype(np.int64)
+            assert ((g == lo) | (g == hi)).all(), f"{axes} call {call}"
+        launch = _REPEATS[_repeat_key(OPS_BY_NAME["reduce_log_sum_exp"], x, axes, 1, 0)][3]
+        assert launch is not None and not isinstance(launch.calls[0], functools.partial)
+        for call in range(2):
+            with pytest.raises(ValueError, match="does not fit"):
+                numred.reduce_log_sum_exp(top, axes)
+            assert np.array_equal(numred.reduce_log_sum_exp(x, axes).astype(np.int64), g)
+
+
 def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum():
     # float64 means are never one launch (_compute.mean_launch): their overflow retry must run on
     # repeats too. The sum of these values overflows; the mean of each row is 1.5e308.
