@@ -211,8 +211,9 @@ class OneLaunch:
         # None, or the integer dtype of a second argument that is src's memory again (the keys of
         # the float log-sum-exp's max): later calls pass the input's view twice
         self.keys = keys
-        # None, or the error to raise when the kernel returns False (an integer log-sum-exp that
-        # does not fit its dtype); other kernels return None
+        # None, or what makes the error to raise when the kernel returns False (an integer
+        # log-sum-exp that does not fit its dtype; a new one each time: a raised exception keeps
+        # its traceback); other kernels return None
         self.overflow = overflow
         # what run() calls: the first call of a variant, then its entry point
         self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
@@ -241,7 +242,7 @@ class OneLaunch:
         else:
             returned = run(self.calls, self.parallel, src, src, *self.args, result)
         if returned is False and self.overflow is not None:
-            raise self.overflow
+            raise self.overflow()
         return result
 
 
@@ -282,7 +283,7 @@ def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     if dtype not in FLOAT_BITS:
         return OneLaunch((K.serial_int_log_sum_exp, None), False,
                          (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced, INT_WIDENING[dtype][1]),
-                         dtype, dtype, overflow=int_log_sum_exp_overflow(dtype))
+                         dtype, dtype, overflow=functools.partial(int_log_sum_exp_overflow, dtype))
     key_dtype, inf_bits = FLOAT_BITS[dtype]
     return OneLaunch((K.serial_float_log_sum_exp, None), False,
                      (inf_bits, plan.base, plan.dims, plan.kept_ndim, plan.tile), RESULT_DTYPE[dtype], dtype,

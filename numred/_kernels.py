@@ -541,7 +541,7 @@ def _float64_run(src, offset, n, step, mode, shift):
     whose plain sum errs by about n**2 * 2**-104 of that magnitude. A plain vectorised sum and NumPy's
     pairwise one err by up to n * 2**-53 of it, and which of the two comes closer varied with the
     data and the CPU's vector width (the contract asks for no worse than NumPy's). Two passes over
-    the run, which its callers keep to BLOCK elements, in the cache. Non-finite terms, or a
+    the run, which its callers keep to BLOCK elements, in the L1 cache. Non-finite terms, or a
     magnitude near overflow, leave the plain sum: there it is the IEEE answer (or is rescaled)."""
     if step == 1:  # a literal step: an unknown one keeps LLVM from vectorising the loops (6-10x slower)
         return _float64_sum(src[offset:offset + n], n, 1, mode, shift)
@@ -569,18 +569,6 @@ def _float64_sum(run, n, step, mode, shift):
         high += part
         low += term - part
     return high, low
-
-
-# float64 runs are summed nearly exactly (_float64_run) in pieces of this many elements (16 KiB, in
-# the L1 cache for its two passes); pieces of BLOCK took 1.2x as long on 4096x4096 rows.
-FLOAT64_RUN_PIECE = 2048
-
-
-@njit
-def _run_piece(block, mode):
-    """How many elements of a run _float_run sums at once: FLOAT64_RUN_PIECE for float64 sums and
-    sums of squares, else the compensation block (BLOCK for float64, NEVER for narrower floats)."""
-    return FLOAT64_RUN_PIECE if block < NEVER and mode != SUM_EXP else block
 
 
 @njit
@@ -758,9 +746,8 @@ def _float_sums_for(mode):
                     while pos < end:
                         offset, n = _next_run(pos, end, rshape, rstrides)
                         offset += origin
-                        piece = _run_piece(block, mode)
-                        for b in range(0, n, piece):
-                            total, comp = _add_run(total, comp, src, offset + b * step, min(piece, n - b), step,
+                        for b in range(0, n, block):
+                            total, comp = _add_run(total, comp, src, offset + b * step, min(block, n - b), step,
                                                    mode, shift)
                         pos += n
                 if out_total.size == 0:
@@ -895,17 +882,16 @@ def _float_tiles_for(mode):
 
 @njit
 def _float_row(src, origin, n, step, mode, shift, block, divisor):
-    """One output of float_rows over its run, finished (_finish_sum): sums of pieces of the run
-    (_run_piece), combined compensated."""
+    """One output of float_rows over its run, finished (_finish_sum): sums of up to ``block`` terms
+    (_add_run), combined compensated."""
     total = 0.0
     comp = 0.0
-    piece = _run_piece(block, mode)
     if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
-        if n <= piece and block == NEVER:  # one plain sum
+        if block == NEVER:  # narrower floats: one plain float64 sum
             total = _float_run(src, origin, n, step, mode, shift)
         else:
-            for b in range(0, n, piece):
-                total, comp = _add_run(total, comp, src, origin + b * step, min(piece, n - b), step, mode, shift)
+            for b in range(0, n, block):
+                total, comp = _add_run(total, comp, src, origin + b * step, min(block, n - b), step, mode, shift)
     return _finish_sum(total, comp, mode, divisor, shift)
 
 
