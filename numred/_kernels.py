@@ -524,33 +524,121 @@ def _float64_term(x, mode, shift):
     return x * shift if mode == SUM else x * x
 
 
-@njit  # no FASTMATH: reassociation would fold (sigma + term) - sigma into term
-def _split_high(term, sigma):
-    """``term`` rounded to a multiple of ulp(sigma) / 2, for |term| <= sigma a power of two; term
-    minus it is exact (Rump, Ogita and Oishi's ExtractScalar)."""
-    return (sigma + term) - sigma
+@njit  # no FASTMATH: reassociation would fold (sigma + term) - sigma into term, and low into 0
+def _split(term, sigma):
+    """``term`` as (high, low): high is term rounded to a multiple of ulp(sigma) / 2, for |term| <=
+    sigma a power of two, and low = term - high exactly (Rump, Ogita and Oishi's ExtractScalar)."""
+    high = (sigma + term) - sigma
+    return high, term - high
+
+
+# float64 runs are split-summed (_float64_run) in pieces of this many elements, which share sigma;
+# pieces shorter than SPLIT_PASS_MIN_RUN take two passes (_float64_run_two_pass), which cost about
+# 15 ns less per piece than the one-pass split with its bound (16-128 elements: 15-26 against
+# 28-32 ns; 256: both 41 ns; 1024: 190 against 115 ns).
+SPLIT_PIECE = 1024
+SPLIT_PASS_MIN_RUN = 256
 
 
 @njit(fastmath=FASTMATH)
-def _float64_run(src, offset, n, step, mode, shift):
+def _float64_run(src, offset, n, step, mode, shift, sigma):
     """The sum of x * shift (SUM) or x * x (SUM_SQUARES) over one run of float64 data as an exact
     high part and a nearly exact low part (summed compensated by _add_run), where a plain vectorised
-    sum is not: each term is split at a power of two sigma of at least four
-    times the sum of the terms' magnitudes into a high part, a multiple of ulp(sigma) / 2, whose sum
-    is exact in any order (no partial sum reaches sigma), and a low part of at most ulp(sigma) / 2,
-    whose plain sum errs by about n**2 * 2**-104 of that magnitude. A plain vectorised sum and NumPy's
-    pairwise one err by up to n * 2**-53 of it, and which of the two comes closer varied with the
-    data and the CPU's vector width (the contract asks for no worse than NumPy's). Two passes over
-    the run, which its callers keep to BLOCK elements, in the L1 cache. Non-finite terms, or a
-    magnitude near overflow, leave the plain sum: there it is the IEEE answer (or is rescaled)."""
-    if step == 1:  # a literal step: an unknown one keeps LLVM from vectorising the loops (6-10x slower)
-        return _float64_sum(src[offset:offset + n], n, 1, mode, shift)
-    return _float64_sum(src[offset:], n, step, mode, shift)  # (step may be 0: a broadcast axis)
+    sum is not. Each term is split at a power of two, sigma, of more than twice the sum of the terms'
+    magnitudes: its high part, a multiple of ulp(sigma) / 2, sums exactly in any order (no partial
+    sum reaches sigma), and its low part, at most ulp(sigma) / 2, sums with an error of about
+    n**2 * 2**-106 * sigma. A plain vectorised sum and NumPy's pairwise one err by up to
+    n * 2**-53 * sum|x|, and which of the two came closer varied with the data and the CPU's vector
+    width (the contract asks for no worse than NumPy's).
+
+    ``sigma`` is the previous piece's (0.0 for none): neighbouring pieces have similar magnitudes, so
+    one pass that splits at it and bounds the magnitude on the way (_split_pass) usually suffices;
+    only when the bound shows it too small (wrong) or more than 16 times the bound (inexact) does a
+    second pass split at a new one. Returns (high, low, sigma); sigma 0.0 after the fallback for
+    non-finite terms, a magnitude near overflow, or a scaled sum (_float64_run_two_pass)."""
+    # A literal step: an unknown one keeps LLVM from vectorising the loops (6-10x slower). Each path
+    # slices src itself: a slice handed down one more function took 16 ns more per short row.
+    if shift == 1.0 and n >= SPLIT_PASS_MIN_RUN:  # shift: always 1, but for a rescaled mean after an overflow
+        if step == 1:
+            return _float64_one_pass(src[offset:offset + n], n, 1, mode, sigma)
+        return _float64_one_pass(src[offset:], n, step, mode, sigma)  # (step may be 0: a broadcast axis)
+    if step == 1:
+        high, low = _float64_run_two_pass(src[offset:offset + n], n, 1, mode, shift)
+    else:
+        high, low = _float64_run_two_pass(src[offset:], n, step, mode, shift)
+    return high, low, 0.0
 
 
 @njit(fastmath=FASTMATH)
-def _float64_sum(run, n, step, mode, shift):
-    """_float64_run over run[0], run[step], ..., n elements."""
+def _float64_one_pass(run, n, step, mode, sigma):
+    """_float64_run over run[0], run[step], ..., n elements of terms x (SUM) or x * x (SUM_SQUARES),
+    usually in one pass."""
+    if sigma > 0.0:
+        high, low, bound = _split_pass(run, n, step, mode, sigma)
+        if 2.0 * bound < sigma <= 16.0 * bound:
+            return high, low, sigma
+    else:
+        bound = _magnitude_bound(run, n, step, mode)
+    if bound < 2.0**1020:
+        # the power of two two binades above bound's: 2 * bound < sigma <= 4 * bound
+        sigma = _bits_to_float64(((_float64_to_bits(bound) >> 52) + 2) << 52)
+        high, low, _ = _split_pass(run, n, step, mode, sigma)
+        return high, low, sigma
+    high, low = _float64_run_two_pass(run, n, step, mode, 1.0)
+    return high, low, 0.0
+
+
+# A bound on the sum of |term| over a run, from sums computed in the same pass as the split, with
+# factors covering their rounding (n * 2**-53 relative for up to SPLIT_PIECE positive terms, and
+# 2**-1074 per square that underflows):
+# - SUM: sum |x| <= sqrt(n * sum x**2) (Cauchy-Schwarz). One fused multiply-add per element, where
+#   sum |x| costs an abs and an add: the split pass is bound by its vector instructions (float64
+#   1000x1000 rows: 58 against 68 us), and on typical data the bound exceeds sum |x| by 15-25%.
+# - SUM_SQUARES: the terms are positive, so their sum itself, high + low.
+_BOUND_ROUNDING = 1.0 + 2.0**-30
+_UNDERFLOW_ROOT = 2.0**-537  # sqrt(2**-1074)
+
+
+@njit(fastmath=FASTMATH)
+def _split_pass(run, n, step, mode, sigma):
+    """(high, low, bound) of run[0], run[step], ... split at ``sigma`` (_float64_run; shift 1)."""
+    high = 0.0
+    low = 0.0
+    if mode == SUM:
+        squares = 0.0
+        for i in range(n):
+            x = run[i * step]
+            part_high, part_low = _split(x, sigma)
+            high += part_high
+            low += part_low
+            squares += x * x
+        return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
+    for i in range(n):
+        part_high, part_low = _split(_float64_term(run[i * step], mode, 1.0), sigma)
+        high += part_high
+        low += part_low
+    return high, low, (high + low) * _BOUND_ROUNDING
+
+
+@njit(fastmath=FASTMATH)
+def _magnitude_bound(run, n, step, mode):
+    """_split_pass's bound alone, for the first piece of a run."""
+    total = 0.0
+    if mode == SUM:
+        for i in range(n):
+            x = run[i * step]
+            total += x * x
+        return (math.sqrt(n * total) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
+    for i in range(n):
+        total += _float64_term(run[i * step], mode, 1.0)
+    return total * _BOUND_ROUNDING
+
+
+@njit(fastmath=FASTMATH)
+def _float64_run_two_pass(run, n, step, mode, shift):
+    """_float64_run's fallback: sum |term| first, then split at a sigma from it; the plain sum of the
+    terms where they are not finite or their magnitude is near overflow: there it is the IEEE
+    answer (or is rescaled)."""
     magnitude = 0.0
     for i in range(n):
         magnitude += abs(_float64_term(run[i * step], mode, shift))
@@ -559,28 +647,34 @@ def _float64_sum(run, n, step, mode, shift):
         for i in range(n):
             total += _float64_term(run[i * step], mode, shift)
         return total, 0.0
-    # the power of two two binades above magnitude's: magnitude < sigma / 2
     sigma = _bits_to_float64(((_float64_to_bits(magnitude) >> 52) + 2) << 52)
     high = 0.0
     low = 0.0
     for i in range(n):
-        term = _float64_term(run[i * step], mode, shift)
-        part = _split_high(term, sigma)
-        high += part
-        low += term - part
+        part_high, part_low = _split(_float64_term(run[i * step], mode, shift), sigma)
+        high += part_high
+        low += part_low
     return high, low
 
 
 @njit
-def _add_run(total, comp, src, offset, n, step, mode, shift):
-    """(total, comp) plus the sum of one run (_float_run's terms), compensated (Neumaier); float64
-    sums and sums of squares nearly exactly (_float64_run)."""
-    if compensation_block(src) < NEVER and mode != SUM_EXP:
-        high, low = _float64_run(src, offset, n, step, mode, shift)
-        total, comp = _neumaier(total, comp, high)
-        total, comp = _neumaier(total, comp, low)
-        return total, comp
-    return _neumaier(total, comp, _float_run(src, offset, n, step, mode, shift))
+def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
+    """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
+    the sigma of its last split piece: float64 sums and sums of squares nearly exactly in pieces of
+    SPLIT_PIECE (_float64_run; ``sigma`` is the previous piece's), float64 exp sums plainly in pieces
+    of BLOCK, and narrower floats plainly at once."""
+    block = compensation_block(src)
+    if block < NEVER and mode != SUM_EXP:
+        for b in range(0, n, SPLIT_PIECE):
+            high, low, sigma = _float64_run(src, offset + b * step, min(SPLIT_PIECE, n - b), step, mode, shift,
+                                            sigma)
+            total, comp = _neumaier(total, comp, high)
+            total, comp = _neumaier(total, comp, low)
+        return total, comp, sigma
+    for b in range(0, n, block):
+        total, comp = _neumaier(total, comp, _float_run(src, offset + b * step, min(block, n - b), step, mode,
+                                                        shift))
+    return total, comp, sigma
 
 
 # The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
@@ -742,13 +836,11 @@ def _float_sums_for(mode):
                 shift = maxima[k0] if mode == SUM_EXP else scale
                 total = 0.0
                 comp = 0.0
+                sigma = 0.0  # (_float64_run's, passed on from run to run)
                 if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
                     while pos < end:
                         offset, n = _next_run(pos, end, rshape, rstrides)
-                        offset += origin
-                        for b in range(0, n, block):
-                            total, comp = _add_run(total, comp, src, offset + b * step, min(block, n - b), step,
-                                                   mode, shift)
+                        total, comp, sigma = _add_run(total, comp, sigma, src, origin + offset, n, step, mode, shift)
                         pos += n
                 if out_total.size == 0:
                     store_rounded(result, k0, _finish_sum(total, comp, mode, divisor, shift))
@@ -836,12 +928,32 @@ def _float_rows_for(mode):
                 else:  # the last 1-3 rows, or long rows one after another
                     for k in range(k0, min(k0 + 4, n_kept)):
                         store_rounded(result, k, _float_row(src, base + k * kept_stride, n_reduced, 1, mode, scale,
-                                                            block, divisor))
+                                                            0.0, divisor)[0])
             return
-        for k in prange(n_kept):
-            shift = maxima[k] if mode == SUM_EXP else scale
-            store_rounded(result, k, _float_row(src, base + k * kept_stride, n_reduced, step, mode, shift, block,
-                                                divisor))
+        if block < NEVER and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
+            # short float64 rows: two passes each (_float64_run_two_pass), called directly; through
+            # _float_row and _float64_run, 100000x16 rows took 1350 us where this takes 590 (and the
+            # kernel before the one-pass split 520)
+            for k in prange(n_kept):
+                origin = base + k * kept_stride
+                if step == 1:
+                    high, low = _float64_run_two_pass(src[origin:origin + n_reduced], n_reduced, 1, mode, scale)
+                else:
+                    high, low = _float64_run_two_pass(src[origin:], n_reduced, step, mode, scale)
+                total, comp = _neumaier(high, 0.0, low)
+                store_rounded(result, k, _finish_sum(total, comp, mode, divisor, scale))
+            return
+        # Float64 rows start from the sigma of the row before in their task (_float64_run), so that only
+        # one row in up to sixteen needs a separate first pass over its first piece (float64 1000x1000 rows:
+        # 72 us in tasks of sixteen rows, 79 in tasks of four, 85 before the one-pass split). At least
+        # sixteen tasks remain for the threads.
+        rows_per_task = min(16, max(1, n_kept // 16))
+        for task in prange(-(-n_kept // rows_per_task)):
+            sigma = 0.0
+            for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                shift = maxima[k] if mode == SUM_EXP else scale
+                value, sigma = _float_row(src, base + k * kept_stride, n_reduced, step, mode, shift, sigma, divisor)
+                store_rounded(result, k, value)
 
     return float_rows
 
@@ -881,18 +993,17 @@ def _float_tiles_for(mode):
 
 
 @njit
-def _float_row(src, origin, n, step, mode, shift, block, divisor):
-    """One output of float_rows over its run, finished (_finish_sum): sums of up to ``block`` terms
-    (_add_run), combined compensated."""
+def _float_row(src, origin, n, step, mode, shift, sigma, divisor):
+    """One output of float_rows over its run, finished (_finish_sum), and the sigma its float64 split
+    sums ended with (_add_run; ``sigma`` is the one to start from)."""
     total = 0.0
     comp = 0.0
     if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
-        if block == NEVER:  # narrower floats: one plain float64 sum
+        if compensation_block(src) == NEVER:  # narrower floats: one plain float64 sum
             total = _float_run(src, origin, n, step, mode, shift)
         else:
-            for b in range(0, n, block):
-                total, comp = _add_run(total, comp, src, origin + b * step, min(block, n - b), step, mode, shift)
-    return _finish_sum(total, comp, mode, divisor, shift)
+            total, comp, sigma = _add_run(total, comp, sigma, src, origin, n, step, mode, shift)
+    return _finish_sum(total, comp, mode, divisor, shift), sigma
 
 
 # ---------------------------------------------------------------------------------------------

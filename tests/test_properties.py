@@ -622,3 +622,39 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
                 err = abs(F(float(got[k])) - exact)
                 assert err <= oracle.ulp(exact, np.float64) + len(row) * F(2) ** -100 * bound, \
                     f"{opname} {order} row {k} of {view.shape}: error {float(err):.3g}, exact {float(exact):.6g}"
+
+
+# The split sums of a float64 run start each piece (_kernels.SPLIT_PIECE elements) from the sigma of
+# the piece before, in the same row or the row before in the same task, and must notice when it is
+# wrong: here the magnitude jumps by 2**+-40 from row to row and within rows (both a sigma far too
+# small, which would make the high parts inexact, and one far too large, which would make the low
+# parts inexact), and NaN or inf arrives after finite pieces.
+def test_float64_split_sums_notice_magnitude_jumps():
+    rng = np.random.default_rng(7)
+    n_rows, n = 64, 2600  # 64 rows: tasks of four rows; 2600: three pieces per row
+    half = rng.random((n_rows, n // 2)) * 2.0 ** rng.integers(-40, 41, size=(n_rows, 1))
+    x = np.concatenate([half, -rng.permuted(half, axis=1) * (1 + 2.0**-40)], axis=1)
+    x[::3, 1024:2048] *= 2.0**40  # the middle piece of every third row
+    x[1::3, 1024:2048] *= 2.0**-40
+    F = oracle.Fraction
+    rows = [[F(v) for v in row] for row in x.tolist()]
+    for opname in ("reduce_mean", "reduce_sum_square"):
+        got = FUNCS[opname](x, [1], keepdims=0)
+        for k, row in enumerate(rows):
+            if opname == "reduce_mean":
+                exact, bound = sum(row, F(0)) / n, sum(abs(v) for v in row) / n
+            else:
+                squares = [F(float(v * v)) for v in row]
+                exact = bound = sum(squares, F(0))
+            err = abs(F(float(got[k])) - exact)
+            assert err <= oracle.ulp(exact, np.float64) + n * F(2) ** -100 * bound, \
+                f"{opname} row {k}: error {float(err):.3g}, exact {float(exact):.6g}"
+    x[5, 2500] = np.nan
+    x[9, 2400] = np.inf
+    x[9, 2401] = -np.inf
+    x[13, 2300] = np.inf
+    for opname in ("reduce_mean", "reduce_sum_square"):
+        got = FUNCS[opname](x, [1], keepdims=0)
+        assert np.isnan(got[5]), opname
+        assert np.isnan(got[9]) if opname == "reduce_mean" else got[9] == np.inf, opname  # inf - inf; inf + inf
+        assert got[13] == np.inf, opname
