@@ -78,10 +78,11 @@ def _merge(dims):
 
 
 @functools.lru_cache(maxsize=4096)
-def _layout(shape, strides, itemsize, reduced_axes, threads=0):
+def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=False):
     """The Plan of a geometry, cached because calls on arrays of one shape repeat, and small calls
     are dominated by this Python work. None when the strides are not whole elements. ``threads``
-    (0: not considered) lets few wide tiles be cut per thread instead of chunked (MIN_SPLIT_TILE)."""
+    (0: not considered) lets few wide tiles be cut per thread instead of chunked (MIN_SPLIT_TILE);
+    with ``unchunked_tiles`` such tiles are never chunked, for any thread count (float64 data)."""
     if any(s % itemsize for s in strides):
         return None
     strides = [s // itemsize for s in strides]
@@ -115,12 +116,18 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0):
     n_tiles = rows * -(-kept_dims[-1][0] // tile)
     nchunks = 1
     enough_tasks = FEW_TASKS
+    pieces = 1
     if threads > 1 and tile > 1 and n_tiles < threads:
         pieces = min(-(-threads // n_tiles), tile // MIN_SPLIT_TILE)
-        if pieces >= 2:
-            tile = -(-tile // pieces)
-            n_tiles = rows * -(-kept_dims[-1][0] // tile)
-            enough_tasks = threads
+    if unchunked_tiles and tile >= 2 * MIN_SPLIT_TILE:
+        # at least two pieces with one thread too, which are then never chunked (below); a tile that
+        # is a whole row may be read as wide rows (_kernels.WIDE_ROW), with several accumulators per
+        # column, which round differently
+        pieces = max(pieces, 2)
+    if pieces >= 2:
+        tile = -(-tile // pieces)
+        n_tiles = rows * -(-kept_dims[-1][0] // tile)
+        enough_tasks = min(enough_tasks, threads)
     if n_tiles < enough_tasks:
         wanted = min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS)
         if wanted > 1:  # the nearest power of two: an even split over 2, 4, 8 threads (7 chunks kept
@@ -149,14 +156,14 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         # strides that are not whole elements (views into packed records): the only copy numred makes
         x = np.ascontiguousarray(x)
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
-    if (plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS
-            and x.dtype != np.float64):
+    if plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS:
         # Few wide tiles: cut per thread instead of chunked (asking the thread count costs 1.2 us,
-        # _runtime.get_num_threads).
-        # Not for float64 data: its compensated sums would round differently with and without
-        # chunks, and its results would then depend on the thread count by more than the last bit
-        # where the sum cancels. Narrower floats are summed in float64, integers exactly.
-        plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, get_num_threads())
+        # _runtime.get_num_threads). Narrower floats are summed in float64, integers exactly, so
+        # with or without chunks their results differ by no more than the last bit. Float64 data's
+        # compensated sums would round differently where the sum cancels, so its tiles are never
+        # chunked, with one thread or many: a column's sum is then the same whatever the tile's
+        # width (1000x1000 axis 0: 56-60 us in two tiles of 500, 83 us in eight chunks).
+        plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, get_num_threads(), x.dtype == np.float64)
     # src is always read-only: the kernels never write the input, and Numba types read-only arrays
     # apart from writeable ones, so one kind of src means one compiled kernel per dtype, not two
     if x.flags.c_contiguous:

@@ -211,6 +211,22 @@ def test_integer_results_do_not_depend_on_thread_count(opname, kind):
 
 
 @needs_two_threads
+@pytest.mark.parametrize("shape, axes", [((1000, 1000), [0]), ((700, 3000), [0]), ((3, 600, 900), [1])])
+def test_float64_column_sums_do_not_depend_on_thread_count(shape, axes):
+    # Wide float64 tiles are cut per thread but never chunked (_plan._layout's unchunked_tiles), so
+    # each column is summed in the same order with any thread count: bit-identical results, also
+    # where the sums cancel (chunked compensated sums would round differently there).
+    rng = np.random.default_rng(24)
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 6, size=shape)
+    x[..., ::2] -= x[..., ::2].mean(axis=tuple(a for a in axes), keepdims=True)  # half of the columns cancel
+    for opname in OP_NAMES:
+        func = getattr(numred, opname)
+        one = with_threads(1, func, x, axes)
+        two = with_threads(2, func, x, axes)
+        assert one.tobytes() == two.tobytes(), (opname, shape, axes)
+
+
+@needs_two_threads
 def test_a_plan_cut_for_a_thread_count_is_not_reused_under_another():
     # Few wide tiles are cut per thread (_plan.MIN_SPLIT_TILE) and repeated calls reuse their plan
     # (_frontend._REPEATS): a repeat under another thread count must plan again, and be right.
