@@ -532,12 +532,17 @@ def _split(term, sigma):
     return high, term - high
 
 
-# float64 runs are split-summed (_float64_run) in pieces of this many elements, which share sigma;
-# pieces shorter than SPLIT_PASS_MIN_RUN take two passes (_float64_run_two_pass), which cost about
-# 15 ns less per piece than the one-pass split with its bound (16-128 elements: 15-26 against
-# 28-32 ns; 256: both 41 ns; 1024: 190 against 115 ns).
-SPLIT_PIECE = 1024
-SPLIT_PASS_MIN_RUN = 256
+# float64 runs are split-summed (_float64_run) in equal pieces of at most this many elements, each
+# starting from the previous one's sigma. Each piece costs fixed work (three vector accumulators
+# reduced, a square root, two compensated additions): rows of 3136 and 4096 elements took 0.82 and
+# 0.77x the time in pieces of 2048 that they took in pieces of 1024 (4096: no better). The low
+# parts' error grows with the square of the length: at most about 2**-80 of the sum of |x| here,
+# where NumPy's pairwise sum errs by up to about 2**-53 of it times a growing factor.
+# Runs shorter than SPLIT_PASS_MIN_RUN take two passes (_float64_run_two_pass), whose fixed cost is
+# smaller: in the row kernel, 20000x300 rows took 1.25x and 10000x600 1.0x as long in one pass as
+# in two, 5000x1000 0.75x.
+SPLIT_PIECE = 2048
+SPLIT_PASS_MIN_RUN = 512
 
 
 @njit(fastmath=FASTMATH)
@@ -660,14 +665,15 @@ def _float64_run_two_pass(run, n, step, mode, shift):
 @njit
 def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
     """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
-    the sigma of its last split piece: float64 sums and sums of squares nearly exactly in pieces of
-    SPLIT_PIECE (_float64_run; ``sigma`` is the previous piece's), float64 exp sums plainly in pieces
-    of BLOCK, and narrower floats plainly at once."""
+    the sigma of its last split piece: float64 sums and sums of squares nearly exactly in equal pieces
+    of at most SPLIT_PIECE (_float64_run; ``sigma`` is the previous piece's), float64 exp sums plainly
+    in pieces of BLOCK, and narrower floats plainly at once."""
     block = compensation_block(src)
     if block < NEVER and mode != SUM_EXP:
-        for b in range(0, n, SPLIT_PIECE):
-            high, low, sigma = _float64_run(src, offset + b * step, min(SPLIT_PIECE, n - b), step, mode, shift,
-                                            sigma)
+        # equal pieces, no short last one (4160: 3 x 1387, not 2 x 2048 + 64); no divisions for one
+        piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
+        for b in range(0, n, piece):
+            high, low, sigma = _float64_run(src, offset + b * step, min(piece, n - b), step, mode, shift, sigma)
             total, comp = _neumaier(total, comp, high)
             total, comp = _neumaier(total, comp, low)
         return total, comp, sigma
@@ -932,8 +938,8 @@ def _float_rows_for(mode):
             return
         if block < NEVER and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
             # short float64 rows: two passes each (_float64_run_two_pass), called directly; through
-            # _float_row and _float64_run, 100000x16 rows took 1350 us where this takes 590 (and the
-            # kernel before the one-pass split 520)
+            # _float_row and _float64_run, 100000x16 rows took 1350 us where this takes 590-610
+            # (the kernel before the one-pass split: 520, for reasons not found)
             for k in prange(n_kept):
                 origin = base + k * kept_stride
                 if step == 1:

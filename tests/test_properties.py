@@ -630,12 +630,15 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
 # small, which would make the high parts inexact, and one far too large, which would make the low
 # parts inexact), and NaN or inf arrives after finite pieces.
 def test_float64_split_sums_notice_magnitude_jumps():
+    from numred._kernels import SPLIT_PIECE
+
     rng = np.random.default_rng(7)
-    n_rows, n = 64, 2600  # 64 rows: tasks of four rows; 2600: three pieces per row
+    n_rows, n = 64, 3 * SPLIT_PIECE - 300  # 64 rows: tasks of four rows; three equal pieces per row
+    piece = -(-n // 3)
     half = rng.random((n_rows, n // 2)) * 2.0 ** rng.integers(-40, 41, size=(n_rows, 1))
     x = np.concatenate([half, -rng.permuted(half, axis=1) * (1 + 2.0**-40)], axis=1)
-    x[::3, 1024:2048] *= 2.0**40  # the middle piece of every third row
-    x[1::3, 1024:2048] *= 2.0**-40
+    x[::3, piece:2 * piece] *= 2.0**40  # the middle piece of every third row
+    x[1::3, piece:2 * piece] *= 2.0**-40
     F = oracle.Fraction
     rows = [[F(v) for v in row] for row in x.tolist()]
     for opname in ("reduce_mean", "reduce_sum_square"):
@@ -649,10 +652,10 @@ def test_float64_split_sums_notice_magnitude_jumps():
             err = abs(F(float(got[k])) - exact)
             assert err <= oracle.ulp(exact, np.float64) + n * F(2) ** -100 * bound, \
                 f"{opname} row {k}: error {float(err):.3g}, exact {float(exact):.6g}"
-    x[5, 2500] = np.nan
-    x[9, 2400] = np.inf
-    x[9, 2401] = -np.inf
-    x[13, 2300] = np.inf
+    x[5, n - 1] = np.nan  # in the last piece
+    x[9, n - 100] = np.inf
+    x[9, n - 99] = -np.inf
+    x[13, n - 200] = np.inf
     for opname in ("reduce_mean", "reduce_sum_square"):
         got = FUNCS[opname](x, [1], keepdims=0)
         assert np.isnan(got[5]), opname
