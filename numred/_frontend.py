@@ -138,7 +138,9 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
         plan, out_shape, carrier, launch = repeat
         if launch is not None:  # the whole computation is one kernel launch (_compute.OneLaunch)
-            return launch(data, plan.n_kept).reshape(out_shape)
+            result = launch(data, plan.n_kept)
+            if result is not None:  # (None: a float64 mean that is not finite, for the driver below)
+                return result.reshape(out_shape)
         # ravel: a view, as a repeat is C-contiguous (same strides), and half the cost of reshape(-1)
         src = data.ravel() if carrier is None else data.ravel().view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data

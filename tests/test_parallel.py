@@ -388,12 +388,26 @@ def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
             assert np.array_equal(numred.reduce_log_sum_exp(x, axes).astype(np.int64), g)
 
 
-def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum():
-    # float64 means are never one launch (_compute.mean_launch): their overflow retry must run on
-    # repeats too. The sum of these values overflows; the mean of each row is 1.5e308.
-    x = np.full((200, 300), 1.5e308)
+@pytest.mark.parametrize("shape", [(200, 300), (20, 30), (1, 600)])  # parallel, serial, one output
+def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
+    # A repeated float64 mean is one launch (_compute.mean_launch) that hands a result that is not
+    # finite back to the driver: its overflow retry must run on repeats too, and NaN and inf still
+    # come out. The sum of these values overflows; the mean of each row is 1.5e308.
+    from numred._frontend import _REPEATS, _repeat_key
+    from numred._registry import OPS_BY_NAME
+
+    x = np.full(shape, 1.5e308)
     x[:, ::2] = 1.4e308
     x[:, 1::2] = 1.6e308
     for call in range(3):
         got = numred.reduce_mean(x, [1], keepdims=0)
         assert np.all(got == 1.5e308), (call, got[:3])
+    assert _REPEATS[_repeat_key(OPS_BY_NAME["reduce_mean"], x, [1], 0, 0)][3] is not None, "not one launch"
+    y = np.ones(shape)
+    y[0, 5] = np.nan
+    y[-1, 7] = np.inf
+    for call in range(3):
+        got = numred.reduce_mean(y, [1], keepdims=0)
+        assert np.isnan(got[0]), (call, got[:3])  # (the one row of (1, 600) holds both: NaN)
+        if shape[0] > 1:
+            assert got[-1] == np.inf and np.all(got[1:-1] == 1.0), (call, got[:3])
