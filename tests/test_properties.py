@@ -652,6 +652,19 @@ def test_float64_split_sums_notice_magnitude_jumps():
             err = abs(F(float(got[k])) - exact)
             assert err <= oracle.ulp(exact, np.float64) + n * F(2) ** -100 * bound, \
                 f"{opname} row {k}: error {float(err):.3g}, exact {float(exact):.6g}"
+    # the general kernel: several runs per output (axes 0 and 2), their magnitudes 2**+-40 apart
+    y = rng.random((8, 5, 1500)) * 2.0 ** np.array([40, -40] * 4)[:, None, None]
+    y[:, :, 750:] = -y[:, :, :750] * (1 + 2.0**-40)
+    for opname in ("reduce_mean", "reduce_sum_square"):
+        got = FUNCS[opname](y, [0, 2], keepdims=0)
+        for k in range(5):
+            row = [F(v) for v in y[:, k, :].ravel().tolist()]
+            if opname == "reduce_mean":
+                exact, bound = sum(row, F(0)) / len(row), sum(abs(v) for v in row) / len(row)
+            else:
+                exact = bound = sum((F(float(v * v)) for v in row), F(0))
+            err = abs(F(float(got[k])) - exact)
+            assert err <= oracle.ulp(exact, np.float64) + len(row) * F(2) ** -100 * bound, (opname, k)
     x[5, n - 1] = np.nan  # in the last piece
     x[9, n - 100] = np.inf
     x[9, n - 99] = -np.inf
