@@ -127,7 +127,7 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     if pieces >= 2:
         tile = -(-tile // pieces)
         n_tiles = rows * -(-kept_dims[-1][0] // tile)
-        enough_tasks = min(enough_tasks, threads)
+        enough_tasks = 0 if unchunked_tiles else threads
     if n_tiles < enough_tasks:
         wanted = min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS)
         if wanted > 1:  # the nearest power of two: an even split over 2, 4, 8 threads (7 chunks kept

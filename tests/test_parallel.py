@@ -226,6 +226,19 @@ def test_float64_column_sums_do_not_depend_on_thread_count(shape, axes):
         assert one.tobytes() == two.tobytes(), (opname, shape, axes)
 
 
+@pytest.mark.parametrize("shape, axes", [((1000, 1000), (0,)), ((700, 3000), (0,)), ((3, 600, 900), (1,)),
+                                         ((64, 20000), (0,))])
+def test_float64_tiles_are_never_chunked_for_any_thread_count(shape, axes):
+    # The plan behind the test above, for thread counts this machine cannot run: float64 tiles are
+    # cut per thread but never chunked, and never a whole row (whose wide rows round differently).
+    from numred._plan import _layout
+
+    x = np.zeros(shape)
+    for threads in (1, 2, 3, 8, 32, 64):
+        plan = _layout(x.shape, x.strides, x.itemsize, axes, threads, True)
+        assert plan.nchunks == 1 and plan.tile < shape[-1], (threads, plan.tile, plan.nchunks)
+
+
 @needs_two_threads
 def test_a_plan_cut_for_a_thread_count_is_not_reused_under_another():
     # Few wide tiles are cut per thread (_plan.MIN_SPLIT_TILE) and repeated calls reuse their plan
