@@ -869,7 +869,7 @@ def _float_sums_for(mode):
                 if mode == SUM_EXP:
                     for j0 in range(0, wide, width):
                         column_max[j0:j0 + width] = maxima[k0:k0 + width]
-                rows = 0
+                terms = 0  # the most terms one accumulator has taken since the last fold (at most block)
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
                     offset += origin
@@ -878,22 +878,22 @@ def _float_sums_for(mode):
                         if mode != SUM_EXP and n - j >= 8 * m:  # eight (wide) rows per call: less traffic to acc
                             _float_columns(src, offset + j * step, m * step, 8, wide, mode, scale, column_max, 0, acc)
                             j += 8 * m
-                            rows += 8 * m
+                            terms += 8
                         elif n - j >= 4 * m:  # four: a quarter of the traffic of one
                             _float_columns(src, offset + j * step, m * step, 4, wide, mode, scale, column_max, 0, acc)
                             j += 4 * m
-                            rows += 4 * m
+                            terms += 4
                         elif n - j >= m:
                             _float_columns(src, offset + j * step, m * step, 1, wide, mode, scale, column_max, 0, acc)
                             j += m
-                            rows += m
+                            terms += 1
                         else:
                             _float_columns(src, offset + j * step, step, 1, width, mode, scale, column_max, 0, acc)
                             j += 1
-                            rows += 1
-                        if rows >= block:
-                            _fold(acc, totals, comps)
-                            rows = 0
+                            terms += 1
+                        if terms >= block:  # per accumulator (counting real rows folded 4194304x4's
+                            _fold(acc, totals, comps)  # wide rows of 512 rows after every call)
+                            terms = 0
                     pos += n
                 if compensated:
                     _fold(acc, totals, comps)

@@ -674,3 +674,27 @@ def test_float64_split_sums_notice_magnitude_jumps():
         assert np.isnan(got[5]), opname
         assert np.isnan(got[9]) if opname == "reduce_mean" else got[9] == np.inf, opname  # inf - inf; inf + inf
         assert got[13] == np.inf, opname
+
+
+# float64 column sums (a leading reduced axis) add each column's rows in plain float64 accumulators
+# of at most 256 terms each, folded into compensated totals; short rows are read as "wide rows" of
+# several rows at once, with one accumulator per column and position. Cancelling columns, exact
+# oracle: within one rounding plus 2**-44 (2 * 256 * 2**-53) of the sum of |x|; NumPy's row-by-row
+# column sums err by up to n * 2**-53 of it.
+@pytest.mark.parametrize("shape, axes", [((150000, 4), [0]), ((3000, 64), [0]), ((40, 75, 64), [0, 1])])
+def test_float64_column_sums_fold_their_accumulators(shape, axes):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)
+    x -= x.mean(axis=tuple(axes), keepdims=True)  # sums far below sum |x|
+    F = oracle.Fraction
+    columns = np.moveaxis(x, axes, list(range(len(axes)))).reshape(-1, x.shape[-1]).T
+    for opname in ("reduce_mean", "reduce_sum_square"):
+        got = FUNCS[opname](x, axes, keepdims=0).reshape(-1)
+        for k, column in enumerate(columns):
+            values = [F(v) for v in column.tolist()]
+            if opname == "reduce_mean":
+                exact, bound = sum(values, F(0)) / len(values), sum(abs(v) for v in values) / len(values)
+            else:
+                exact = bound = sum((F(float(v * v)) for v in column.tolist()), F(0))
+            err = abs(F(float(got[k])) - exact)
+            assert err <= oracle.ulp(exact, np.float64) + F(2) ** -44 * bound, (opname, shape, k, float(err))
