@@ -869,7 +869,10 @@ def _float_sums_for(mode):
                 if mode == SUM_EXP:
                     for j0 in range(0, wide, width):
                         column_max[j0:j0 + width] = maxima[k0:k0 + width]
-                terms = 0  # the most terms one accumulator has taken since the last fold (at most block)
+                # The most terms one accumulator has taken since the last fold (at most block): a wide
+                # row gives each accumulator one term (counting real rows instead folded 4194304x4's
+                # wide rows of 512 rows after every call).
+                terms = 0
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
                     offset += origin
@@ -891,8 +894,8 @@ def _float_sums_for(mode):
                             _float_columns(src, offset + j * step, step, 1, width, mode, scale, column_max, 0, acc)
                             j += 1
                             terms += 1
-                        if terms >= block:  # per accumulator (counting real rows folded 4194304x4's
-                            _fold(acc, totals, comps)  # wide rows of 512 rows after every call)
+                        if terms >= block:
+                            _fold(acc, totals, comps)
                             terms = 0
                     pos += n
                 if compensated:
