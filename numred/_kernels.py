@@ -458,17 +458,26 @@ def _compiles_for_amd_zen() -> bool:
 # On AMD Zen 5 the opposite held for long rows out of the cache: rows read one after another (one
 # stream per thread) took 0.80-0.97x the time of four rows read together on float32 4096x4096,
 # 32x64x56x56 axes [2,3] and 8192x16384 rows, and 0.65-0.91x on float16 and bfloat16 (in-process
-# A/B); in the cache, and for short rows, four together stayed faster (1000x1000: 0.85-0.9x).
+# A/B). In the cache, and for short rows, four together stayed faster for float16 and bfloat16
+# (1000x1000: 0.87-0.9x, 20000x100: 0.6-0.7x), whose conversions to float64 bound them there, but
+# not for float32 (kernels alone, one row at a time: 1000x1000 0.88x the time, 20000x100 0.89x,
+# 300x300 0.95x, 100000x16 0.98x), nor for 32-bit integers in rows of 500 or more (means: 10000x700
+# 0.71x, 1000x1000 0.93x, but 300x300 1.14x; sums of squares: 1000x1000 0.85x, 100000x16 1.13x).
 ONE_STREAM_ROWS = _compiles_for_amd_zen()
 ONE_STREAM_MIN_ROW = 1024
 ONE_STREAM_MIN_BYTES = 16 << 20
+ONE_STREAM_MIN_FLOAT32_ROW = 0
+ONE_STREAM_MIN_INT32_ROW = 512
+ONE_STREAM_LONG_ROWS_ONLY = 1 << 62  # other dtypes (64-bit integer sums of squares: 1000x1000 1.05x)
 
 
 @njit
-def _rows_together(src, n_kept, n_reduced):
+def _rows_together(src, n_kept, n_reduced, min_row):
     """How many contiguous rows the row kernels read together: 4 (four memory streams per thread),
-    or 1 (whole rows one after another) where ONE_STREAM_ROWS says so."""
-    if ONE_STREAM_ROWS and n_reduced >= ONE_STREAM_MIN_ROW and n_kept * n_reduced * src.itemsize >= ONE_STREAM_MIN_BYTES:
+    or 1 (whole rows one after another) where ONE_STREAM_ROWS says so: rows of ``min_row`` elements
+    or more, and long rows beyond the cache."""
+    if ONE_STREAM_ROWS and (n_reduced >= min_row or n_reduced >= ONE_STREAM_MIN_ROW
+                            and n_kept * n_reduced * src.itemsize >= ONE_STREAM_MIN_BYTES):
         return 1
     return 4
 
@@ -926,20 +935,31 @@ def _float_rows_for(mode):
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
         block = compensation_block(src)
         if mode != SUM_EXP and step == 1 and block == NEVER:  # not float64 data (_float64_run)
-            # contiguous rows, four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter
-            # of the per-row loop overhead (10000x16 float32 mean: 183 -> 62 us; 32x64x56x56 axes
-            # [2,3]: 1.11 -> 0.80 ms). Not for SUM_EXP, which is bound by exp, not by memory.
-            together = _rows_together(src, n_kept, n_reduced)
+            # Contiguous rows, their plain sums divided here: not through _float_row and _finish_sum,
+            # whose compensation and non-finite test only float64 sums need (the per-row calls cost
+            # 3-4 us on 1000x1000 float32, 2 threads). With float32 rows one at a time
+            # (_rows_together), whole float32 means and sums of squares took 0.83-0.86x the time on
+            # 1000x1000 and 20000x100, 0.91-0.93x on 100000x16; float16 0.80-0.84x on 20000x100
+            # (in-process A/B). Not for SUM_EXP, which is bound by exp, not by memory.
+            # (float32: the only 4-byte float)
+            min_row = ONE_STREAM_MIN_FLOAT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+            if _rows_together(src, n_kept, n_reduced, min_row) == 1:
+                for k in prange(n_kept):
+                    total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                    store_rounded(result, k, total / divisor)
+                return
+            # four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
+            # overhead (10000x16 float32 mean: 183 -> 62 us; 32x64x56x56 axes [2,3]: 1.11 -> 0.80 ms)
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
-                if k0 + 4 <= n_kept and together == 4:
+                if k0 + 4 <= n_kept:
                     sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
                     for j in range(4):
-                        store_rounded(result, k0 + j, _finish_sum(sums[j], 0.0, mode, divisor, scale))
-                else:  # the last 1-3 rows, or long rows one after another
-                    for k in range(k0, min(k0 + 4, n_kept)):
-                        store_rounded(result, k, _float_row(src, base + k * kept_stride, n_reduced, 1, mode, scale,
-                                                            0.0, divisor)[0])
+                        store_rounded(result, k0 + j, sums[j] / divisor)
+                else:  # the last 1-3 rows
+                    for k in range(k0, n_kept):
+                        total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                        store_rounded(result, k, total / divisor)
             return
         if block < NEVER and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
             # short float64 rows: two passes each (_float64_run_two_pass), called directly; through
@@ -1334,22 +1354,24 @@ def _int_rows_for(squares):
 
     def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
         count = _U64(n_reduced)
-        if step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK:
+        min_row = ONE_STREAM_MIN_INT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+        if (step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK
+                and _rows_together(src, n_kept, n_reduced, min_row) == 4):
             # contiguous rows four at a time, as float_rows does
-            together = _rows_together(src, n_kept, n_reduced)
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
-                if k0 + 4 <= n_kept and together == 4:
+                if k0 + 4 <= n_kept:
                     sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, squares)
                     for j in range(4):
                         if squares:
                             result[k0 + j] = sums[j]
                         else:  # the int64 sum, sign-extended to 128 bits
                             result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
-                else:  # the last 1-3 rows, or rows one after another
-                    for k in range(k0, min(k0 + 4, n_kept)):
+                else:  # the last 1-3 rows
+                    for k in range(k0, n_kept):
                         result[k] = _int_row(src, base + k * kept_stride, n_reduced, 1, squares, count)
             return
+        # rows one after another (ONE_STREAM_ROWS), strided rows, and 64-bit means
         for k in prange(n_kept):
             result[k] = _int_row(src, base + k * kept_stride, n_reduced, step, squares, count)
 

@@ -159,3 +159,27 @@ def test_bfloat16_long_run_quarters_read_in_pairs():
     for op in ("reduce_mean", "reduce_sum_square"):
         assert_matches(getattr(numred, op)(x), expected(op, x))
         assert_matches(getattr(numred, op)(x[1:]), expected(op, x[1:]))  # from an odd element
+
+
+@pytest.mark.parametrize("shape", [(331, 100), (67, 511), (67, 512), (35, 1000)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.uint32, np.int64])
+@pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
+def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opname, dtype, shape):
+    # Contiguous rows of a parallel-sized input (above 2**15 elements) are summed four rows per pass
+    # or one row after another, by dtype and row length (_kernels._rows_together: 32-bit integer rows
+    # switch at 512 elements on AMD Zen), with 1-3 rows left after the last four-row pass (row counts
+    # 4k + 3). Each row gets its own magnitude, so a row summed twice, skipped, or stored in its
+    # neighbour's place shows; float rows end in NaN, inf or -inf in the last rows.
+    rng = np.random.default_rng(shape[1])
+    scale = np.arange(1, shape[0] + 1)[:, None]
+    if np.dtype(dtype).kind in "iu":
+        x = (rng.integers(0, 1000, size=shape) * scale).astype(dtype)
+        if np.dtype(dtype).kind == "i":
+            x[::2] = -x[::2]
+    else:
+        x = (rng.uniform(-1, 1, size=shape) * scale).astype(dtype)
+        x[-1, 7], x[-2, 3], x[-3, 0] = np.nan, np.inf, -np.inf
+    before = x.copy()
+    out = getattr(numred, opname)(x, 1, keepdims=0)
+    assert_matches(out, expected(opname, x, 1, keepdims=0))
+    assert x.tobytes() == before.tobytes()
