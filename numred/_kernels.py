@@ -1018,7 +1018,7 @@ def _float_tiles_for(mode):
                 j += 1
             first = outer * n_inner + k0
             for w in range(width):
-                store_rounded(result, first + w, _finish_sum(acc[w], 0.0, mode, divisor, 0.0))
+                store_rounded(result, first + w, acc[w] / divisor)  # (plain sums: no _finish_sum, as float_rows)
 
     return float_tiles
 
