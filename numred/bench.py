@@ -17,7 +17,10 @@ bar on stderr while measuring (stdout keeps only the table), matplotlib draws ``
 ``--json FILE`` writes every measurement, so that a note can quote one run.
 
 On the largest float32/float64 case (not in --quick) a plain Numba parallel sum over the same buffer
-is timed too, as the memory-bandwidth reference the memory-bound reductions are measured against.
+is timed too, as the memory-bandwidth reference the memory-bound reductions are measured against: on
+its own for the table's reference row, and in turns with numred and the peers in each memory-bound
+op's case, whose share of its bandwidth is taken against the sum timed in those same turns (this
+machine's memory bandwidth moves by up to 2x from minute to minute).
 
 ``--dtype-rates`` prints another table instead: numred alone, its elements per second on float32,
 float16, bfloat16 and int32, with each narrower type's rate against float32's. The dtypes are timed
@@ -28,6 +31,7 @@ Only the standard library, NumPy and the numred base dependencies are imported a
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import math
@@ -51,6 +55,7 @@ LARGE_ELEMENTS = 1 << 24
 
 # The row label of the plain parallel sum, and the ops whose GB/s is compared with it.
 REF_LABEL = "(plain parallel sum)"
+REF_KEY = "plain parallel sum"  # its name among the implementations timed in turns
 MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSumSquare")
 
 
@@ -934,7 +939,8 @@ def run(args: argparse.Namespace, out=None) -> int:
     table.header()
     out.flush()
     # the bar starts below the header; from here on rows go through it so it is not torn
-    total = len(cases) * len(ops) * (1 + len(peers)) * rounds + (ref_case is not None)
+    ref_ops = sum(op.onnx_name in MEMORY_BOUND_OPS for op in ops) if ref_case is not None else 0
+    total = len(cases) * len(ops) * (1 + len(peers)) * rounds + (ref_case is not None) + ref_ops * rounds
     progress = make_progress(total, out, enabled=not getattr(args, "no_progress", False))
     table.write = progress.write
 
@@ -966,6 +972,10 @@ def run(args: argparse.Namespace, out=None) -> int:
                         except Exception as exc:  # this peer cannot run this case
                             na_notes.setdefault((p.name, op.onnx_name), _short(exc))
                             progress.update(rounds)
+                    paired = case == ref_case and op.onnx_name in MEMORY_BOUND_OPS
+                    if paired:  # the bandwidth reference in the same turns (see the module docstring)
+                        flat = x.reshape(-1)  # a view: the cases are contiguous
+                        fns[REF_KEY] = functools.partial(plain_parallel_sum(), flat)
                     times = times_in_turns(fns, policy, rounds, progress.update)
                     t_nr = times["numred"]
                     if isinstance(t_nr, Exception):  # report, keep going, exit non-zero
@@ -990,6 +1000,8 @@ def run(args: argparse.Namespace, out=None) -> int:
                         "numred_gbps": x.nbytes / t_nr / 1e9 if t_nr else None,
                         "peers": {},
                     }
+                    if paired and not isinstance(times[REF_KEY], Exception):
+                        record["plain_sum_in_turns"] = times[REF_KEY]
                     peer_times = []
                     # where integer results wrap (the contract), numred's own result is the exact one
                     reference_input = x if op.int_wraps else x_real
@@ -1072,19 +1084,22 @@ def run(args: argparse.Namespace, out=None) -> int:
         print(
             f"bandwidth reference ({REF_LABEL.strip('()')}, "
             f"{'x'.join(map(str, ref_shape))} {dtype.name}): "
-            f"{reference['gbps']:.1f} GB/s; the memory-bound ops against it:",
+            f"{reference['gbps']:.1f} GB/s on its own; the memory-bound ops against it, timed in turns with "
+            "each of them:",
             file=out,
         )
         reference["numred"] = []
         for r in results:
             if (tuple(r["shape"]) == ref_shape and r["op"] in MEMORY_BOUND_OPS
                     and r["numred_gbps"]):
-                share = r["numred_gbps"] / reference["gbps"]
-                reference["numred"].append(
-                    {"op": r["op"], "case": r["case"], "gbps": r["numred_gbps"], "share": share}
-                )
+                paired = r.get("plain_sum_in_turns")
+                t_plain = paired or reference["seconds"]
+                share = t_plain / r["numred"]
+                reference["numred"].append({"op": r["op"], "case": r["case"], "gbps": r["numred_gbps"],
+                                            "plain_gbps": r["bytes"] / t_plain / 1e9, "share": share})
                 print(
-                    f"  {r['op']} {r['case']}: {r['numred_gbps']:.1f} GB/s = {share:.0%}",
+                    f"  {r['op']} {r['case']}: {r['numred_gbps']:.1f} GB/s = {share:.0%} of the plain sum's "
+                    f"{r['bytes'] / t_plain / 1e9:.1f} GB/s" + (" in the same turns" if paired else ""),
                     file=out,
                 )
     for peer, opname, where, difference in differing:

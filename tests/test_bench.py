@@ -380,3 +380,31 @@ def test_wrapping_integer_sums_of_squares_are_checked_against_the_wrapped_result
     report = json.loads(json_path.read_text())
     assert {r["peer_differences"]["contract"] for r in report["results"]} == {0.0}
     assert sorted((d["peer"], d["op"]) for d in report["differing_results"]) == [("numpy", "ReduceSumSquare")] * 2
+
+
+def test_the_bandwidth_reference_is_timed_in_turns_with_each_memory_bound_op(tmp_path, monkeypatch):
+    # A full run (not --quick) times a plain parallel sum over the largest case's buffer on its own
+    # (the reference row) and again in turns with numred and the peers in each memory-bound op's
+    # case; each op's share is against the sum timed in its own turns, whose bandwidth moves with
+    # the machine's. Log-sum-exp is not memory-bound and gets no share.
+    json_path = tmp_path / "run.json"
+    monkeypatch.setattr(bench, "CASES", TINY_CASES)
+    monkeypatch.setattr(bench, "DEFAULT_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
+    out = io.StringIO()
+    rc = bench.run(parse(["--rounds", "2", "--no-progress", "--json", str(json_path)]), out=out)
+    assert rc == 0, out.getvalue()
+    report = json.loads(json_path.read_text())
+    reference = report["bandwidth_reference"]
+    assert reference["shape"] == [16, 24] and reference["seconds"] > 0
+    largest = [r for r in report["results"] if r["case"] == "16x24 axes all"]
+    assert [r["op"] for r in largest] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare"]
+    assert "plain_sum_in_turns" not in largest[1]
+    shares = {entry["op"]: entry for entry in reference["numred"]}
+    assert set(shares) == {"ReduceMean", "ReduceSumSquare"}
+    for r in (largest[0], largest[2]):
+        assert r["plain_sum_in_turns"] > 0
+        entry = shares[r["op"]]
+        assert entry["share"] == pytest.approx(r["plain_sum_in_turns"] / r["numred"])
+        assert entry["plain_gbps"] == pytest.approx(r["bytes"] / r["plain_sum_in_turns"] / 1e9)
+        assert f"{r['op']} 16x24 axes all: " in out.getvalue()
+    assert out.getvalue().count("in the same turns") == 2
