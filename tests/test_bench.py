@@ -388,7 +388,7 @@ def test_the_bandwidth_reference_is_timed_in_turns_with_each_memory_bound_op(tmp
     # case; each op's share is against the sum timed in its own turns, whose bandwidth moves with
     # the machine's. Log-sum-exp is not memory-bound and gets no share.
     json_path = tmp_path / "run.json"
-    monkeypatch.setattr(bench, "CASES", TINY_CASES)
+    monkeypatch.setattr(bench, "CASES", (*TINY_CASES, bench.Case((16, 24), (0,))))
     monkeypatch.setattr(bench, "DEFAULT_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
     out = io.StringIO()
     rc = bench.run(parse(["--rounds", "2", "--no-progress", "--json", str(json_path)]), out=out)
@@ -396,15 +396,16 @@ def test_the_bandwidth_reference_is_timed_in_turns_with_each_memory_bound_op(tmp
     report = json.loads(json_path.read_text())
     reference = report["bandwidth_reference"]
     assert reference["shape"] == [16, 24] and reference["seconds"] > 0
-    largest = [r for r in report["results"] if r["case"] == "16x24 axes all"]
-    assert [r["op"] for r in largest] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare"]
-    assert "plain_sum_in_turns" not in largest[1]
-    shares = {entry["op"]: entry for entry in reference["numred"]}
-    assert set(shares) == {"ReduceMean", "ReduceSumSquare"}
-    for r in (largest[0], largest[2]):
+    largest = [r for r in report["results"] if r["shape"] == [16, 24]]  # over all axes, then axis 0
+    assert [r["op"] for r in largest] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare"] * 2
+    assert "plain_sum_in_turns" not in largest[1] and "plain_sum_in_turns" not in largest[4]
+    shares = {(entry["op"], entry["case"]): entry for entry in reference["numred"]}
+    assert set(shares) == {(op, case) for op in ("ReduceMean", "ReduceSumSquare")
+                           for case in ("16x24 axes all", "16x24 axes 0")}
+    for r in largest[0], largest[2], largest[3], largest[5]:
         assert r["plain_sum_in_turns"] > 0
-        entry = shares[r["op"]]
+        entry = shares[r["op"], r["case"]]
         assert entry["share"] == pytest.approx(r["plain_sum_in_turns"] / r["numred"])
         assert entry["plain_gbps"] == pytest.approx(r["bytes"] / r["plain_sum_in_turns"] / 1e9)
-        assert f"{r['op']} 16x24 axes all: " in out.getvalue()
-    assert out.getvalue().count("in the same turns") == 2
+        assert f"{r['op']} {r['case']}: " in out.getvalue()
+    assert out.getvalue().count("in the same turns") == 4
