@@ -941,7 +941,7 @@ def _float_rows_for(mode):
             # (_rows_together), whole float32 means and sums of squares took 0.83-0.86x the time on
             # 1000x1000 and 20000x100, 0.91-0.93x on 100000x16; float16 0.80-0.84x on 20000x100
             # (in-process A/B). Not for SUM_EXP, which is bound by exp, not by memory.
-            # (float32: the only 4-byte float)
+            # (float32 is the only 4-byte float)
             min_row = ONE_STREAM_MIN_FLOAT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
             if _rows_together(src, n_kept, n_reduced, min_row) == 1:
                 for k in prange(n_kept):

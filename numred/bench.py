@@ -1096,14 +1096,14 @@ def run(args: argparse.Namespace, out=None) -> int:
         for r in results:
             if (tuple(r["shape"]) == ref_shape and r["op"] in MEMORY_BOUND_OPS
                     and r["numred_gbps"]):
-                paired = r.get("plain_sum_in_turns")
-                t_plain = paired or reference["seconds"]
+                t_paired = r.get("plain_sum_in_turns")
+                t_plain = t_paired or reference["seconds"]
                 share = t_plain / r["numred"]
                 reference["numred"].append({"op": r["op"], "case": r["case"], "gbps": r["numred_gbps"],
                                             "plain_gbps": r["bytes"] / t_plain / 1e9, "share": share})
                 print(
                     f"  {r['op']} {r['case']}: {r['numred_gbps']:.1f} GB/s = {share:.0%} of the plain sum's "
-                    f"{r['bytes'] / t_plain / 1e9:.1f} GB/s" + (" in the same turns" if paired else ""),
+                    f"{r['bytes'] / t_plain / 1e9:.1f} GB/s" + (" in the same turns" if t_paired else ""),
                     file=out,
                 )
     for peer, opname, where, difference in differing:
