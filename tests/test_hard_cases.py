@@ -169,15 +169,15 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
     # or one row after another, by dtype and row length (_kernels._rows_together: 32-bit integer rows
     # switch at 512 elements on AMD Zen), with 1-3 rows left after the last four-row pass (row counts
     # 4k + 3). Each row gets its own magnitude, so a row summed twice, skipped, or stored in its
-    # neighbour's place shows; float rows end in NaN, inf or -inf in the last rows.
+    # neighbour's place shows; float rows end in NaN, inf or -inf in the last rows. (Float magnitudes
+    # stay in [1, 2): float16 sums of squares of 1000 such values are finite.)
     rng = np.random.default_rng(shape[1])
-    scale = np.arange(1, shape[0] + 1)[:, None]
     if np.dtype(dtype).kind in "iu":
-        x = (rng.integers(0, 1000, size=shape) * scale).astype(dtype)
+        x = (rng.integers(0, 1000, size=shape) * np.arange(1, shape[0] + 1)[:, None]).astype(dtype)
         if np.dtype(dtype).kind == "i":
             x[::2] = -x[::2]
     else:
-        x = (rng.uniform(-1, 1, size=shape) * scale).astype(dtype)
+        x = (rng.uniform(-1, 1, size=shape) * (1 + np.arange(shape[0])[:, None] / shape[0])).astype(dtype)
         x[-1, 7], x[-2, 3], x[-3, 0] = np.nan, np.inf, -np.inf
     before = x.copy()
     out = getattr(numred, opname)(x, 1, keepdims=0)
