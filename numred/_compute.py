@@ -33,7 +33,7 @@ _MEAN_RESCALE = 2.0**-64
 
 
 def _launch(name, plan, *args):
-    run(K.KERNELS[name], plan.parallel, *args)
+    return run(K.KERNELS[name], plan.parallel, *args)
 
 
 def _geometry(plan, src):
@@ -285,10 +285,25 @@ def sum_square_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     return _one_launch(plan, dtype, K.SUM_SQUARES, 1.0)
 
 
+def _rows_log_sum_exp(plan: Plan, dtype: np.dtype):
+    """(KERNELS name, arguments after src (and keys) and before the result) of the log-sum-exp kernel
+    of a parallel single-run plan, which finds each row's max and sum in one task."""
+    n_kept, kept_stride, n_reduced, step = plan.single_run
+    if dtype not in FLOAT_BITS:
+        return "int_rows_log_sum_exp", (plan.base, kept_stride, n_kept, n_reduced, step, INT_WIDENING[dtype][1])
+    return "float_rows_log_sum_exp", (FLOAT_BITS[dtype][1], plan.base, kept_stride, n_kept, n_reduced, step)
+
+
 def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
-    """The OneLaunch of a small (serial) log-sum-exp, whose kernel also finds the maxima; None for
-    the others, which launch a max kernel and a sum kernel. An integer one's kernel returns False
-    where a result does not fit the dtype, and the launch raises."""
+    """The OneLaunch of a log-sum-exp whose kernel also finds the maxima: small (serial) ones and
+    single runs; None for the others, which launch a max kernel and a sum kernel. An integer one's
+    kernel returns False where a result does not fit the dtype, and the launch raises."""
+    if plan.parallel and plan.single_run:
+        name, args = _rows_log_sum_exp(plan, dtype)
+        if dtype not in FLOAT_BITS:
+            return OneLaunch(K.KERNELS[name], True, args, dtype, dtype,
+                             overflow=functools.partial(int_log_sum_exp_overflow, dtype))
+        return OneLaunch(K.KERNELS[name], True, args, RESULT_DTYPE[dtype], dtype, keys=FLOAT_BITS[dtype][0])
     if plan.parallel:
         return None
     if dtype not in FLOAT_BITS:
@@ -329,6 +344,16 @@ def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if plan.parallel and plan.single_run:
+        name, args = _rows_log_sum_exp(plan, dtype)
+        if dtype not in FLOAT_BITS:
+            result = np.empty(plan.n_kept, dtype=dtype)
+            if not _launch(name, plan, src, *args, result):
+                raise int_log_sum_exp_overflow(dtype)
+            return result
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
+        _launch(name, plan, src, src.view(FLOAT_BITS[dtype][0]), *args, result)
+        return _as_dtype(result, dtype)
     if dtype in FLOAT_BITS:
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         if not plan.parallel:
@@ -346,11 +371,14 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             raise int_log_sum_exp_overflow(dtype)
         return result
     result = np.empty(plan.n_kept, dtype=wide)
-    maxima = _maxima(plan, src, dtype)
-    totals = np.empty(_tasks(plan))
-    _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals)
     fits_each = np.empty(plan.n_kept, dtype=np.bool_)
-    K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
+    maxima = _maxima(plan, src, dtype)
+    # one chunk per output: the kernel finishes the results itself (no partials)
+    totals = _NO_PARTIALS if plan.nchunks == 1 else np.empty(_tasks(plan))
+    _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
+            result, fits_each)
+    if plan.nchunks > 1:
+        K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
     if not fits_each.all():
         raise int_log_sum_exp_overflow(dtype)
     return result.astype(dtype)

@@ -1552,6 +1552,35 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
                 out_nans[(k0 + w) * nchunks + c] = top_magnitude_of[w] > inf_bits
 
 
+def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_reduced, step, result):
+    """Float log-sum-exp of the single-run layout (float_rows), the max and the sum of each row in
+    one task: the row is read twice while it is in the cache, and no maxima array is written and
+    read back. ``keys`` is src's memory viewed as signed integers (max_keys). Separate max_keys and
+    float_rows passes took 2.6 ms on 100000x16 float32 (torch: 1.6 ms), most of it the per-row set-up
+    of the general max kernel."""
+    carrier = src[:0]
+    for k in prange(n_kept):
+        origin = base + k * kept_stride
+        lowest = lowest_key(keys[origin])
+        best, top_magnitude = _max_run(keys, origin, n_reduced, step, True, lowest, magnitude_bits(lowest))
+        maximum = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(best), carrier)
+        store_rounded(result, k, _float_row(src, origin, n_reduced, step, SUM_EXP, maximum, 0.0, 1.0)[0])
+
+
+def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_max, result):
+    """Integer log-sum-exp of the single-run layout, the max and the sum of each row in one task (as
+    float_rows_log_sum_exp), into ``result`` of the input dtype; False if a result does not fit it
+    (``type_max``), for the caller to raise (as serial_int_log_sum_exp)."""
+    fits = np.empty(n_kept, dtype=np.bool_)
+    for k in prange(n_kept):
+        origin = base + k * kept_stride
+        lowest = lowest_key(src[origin])
+        top = as_wide(_max_run(src, origin, n_reduced, step, False, lowest, magnitude_bits(lowest))[0])
+        total = _int_exp_run(src, origin, n_reduced, step, top)
+        result[k], fits[k] = _int_log_sum_exp(top, total, n_reduced, type_max)
+    return fits.all()
+
+
 # exp(-d) for the integer distances d = max - x of an integer log-sum-exp, looked up instead of
 # computed: a distance of 746 or more gives 0.0 (exp(-746) rounds to zero in float64). Against the
 # exp polynomial the exp pass took 0.75x the time on 16M int32 and 0.70-0.75x on int64 values (two
@@ -1588,7 +1617,35 @@ def _int_exp_run(src, offset, n, step, top):
     return total
 
 
-def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total):
+def cast_like(template, x):
+    """x converted to the Numba type of ``template``."""
+
+
+@overload(cast_like)
+def _cast_like_impl(template, x):
+    target = template
+    return lambda template, x: target(x)
+
+
+@njit
+def _int_log_sum_exp(m, total, count, type_max):
+    """(trunc(m + log(total)) exactly, in the widened type of the max ``m``; whether it fits, i.e. the
+    true result is at most ``type_max``, the largest value of the input dtype). ``total`` is the sum of
+    exp(x - m) and ``count`` the number of reduced elements: with more than one, the log is strictly
+    positive and never an integer (the sum is 1 + exp(-d) + ..., and e is transcendental), even where
+    float64 rounds it to an integer such as 0."""
+    tail = math.log(total)  # >= 0: the max itself contributes exp(0) = 1
+    whole = cast_like(m, math.floor(tail))
+    if m >= 0 or m + whole >= 0:
+        # non-negative: truncation is floor, so m + floor(tail), if the dtype holds it
+        if m > type_max - whole:
+            return cast_like(m, type_max), False
+        return m + whole, True
+    # negative with a fractional tail: truncation toward zero rounds up
+    return m + whole + cast_like(m, count > 1), True
+
+
+def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, count, type_max, result, fits):
     """Sum of exp(x - max) per (output, chunk), each term looked up by the exact integer distance
     max - x (exp_of_minus_distance). With tile > 1 a task reads the reduced rows of ``tile``
     neighbouring outputs (narrow ones back to back as wide rows), as float_sums does, instead of one
@@ -1596,7 +1653,11 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total):
     int64) that took 0.15-0.94x the time, int64 gaining most (4096x4096 axis 0: 0.20x), int32 least:
     its tiles went through the float kernel with the exp polynomial before (in-process A/B). Four (wide)
     rows per call (_int_exp_columns4) then took 0.56-0.93x the time again on leading axes of 32-bit
-    types and 0.63-0.70x on 64-bit ones, except 4096x4096 axis 0 (1.02-1.05x) (AMD Zen 5)."""
+    types and 0.63-0.70x on 64-bit ones, except 4096x4096 axis 0 (1.02-1.05x) (AMD Zen 5).
+
+    Without partial arrays (size 0; one chunk per output) the task finishes its outputs itself
+    (_int_log_sum_exp) into ``result`` and ``fits``, as float_sums does: the separate serial finishing
+    pass took 0.8 ms of a 3.4 ms int32 log-sum-exp over 32x64x56x56 axis 1 (100352 outputs)."""
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -1610,7 +1671,10 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total):
                 offset, n = _next_run(pos, end, rshape, rstrides)
                 total += _int_exp_run(src, offset + origin, n, step, top)
                 pos += n
-            out_total[k0 * nchunks + c] = total
+            if out_total.size == 0:
+                result[k0], fits[k0] = _int_log_sum_exp(top, total, count, type_max)
+            else:
+                out_total[k0 * nchunks + c] = total
         else:
             m = _rows_per_wide_row(width, step)  # narrow rows back to back: m of them read as one
             wide = m * width
@@ -1634,8 +1698,12 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total):
                 pos += n
             for j0 in range(width, wide, width):  # the m accumulators of each column
                 acc[:width] += acc[j0:j0 + width]
-            for w in range(width):
-                out_total[(k0 + w) * nchunks + c] = acc[w]
+            if out_total.size == 0:
+                for w in range(width):
+                    result[k0 + w], fits[k0 + w] = _int_log_sum_exp(maxima[k0 + w], acc[w], count, type_max)
+            else:
+                for w in range(width):
+                    out_total[(k0 + w) * nchunks + c] = acc[w]
 
 
 @njit(fastmath=FASTMATH)
@@ -1673,7 +1741,7 @@ KERNELS = {
     + [(FLOAT_ROWS[mode], _float_rows_for(mode)) for mode in FLOAT_ROWS]
     + [(FLOAT_TILES[mode], _float_tiles_for(mode)) for mode in FLOAT_TILES]
     + [(INT_ROWS[squares], _int_rows_for(squares)) for squares in INT_ROWS]
-    + [(fn.__name__, fn) for fn in (max_keys, int_sums, int_sum_exp)]
+    + [(fn.__name__, fn) for fn in (max_keys, int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp)]
 }
 
 
@@ -1804,41 +1872,14 @@ def finish_int_squares(out_low, nchunks, result):
         result[k] = total
 
 
-def cast_like(template, x):
-    """x converted to the Numba type of ``template``."""
-
-
-@overload(cast_like)
-def _cast_like_impl(template, x):
-    target = template
-    return lambda template, x: target(x)
-
-
 @entry
 def finish_int_log_sum_exp(maxima, out_total, nchunks, count, type_max, result, fits):
-    """trunc(max + log(sum)) exactly, in the widened type of ``maxima``; ``fits[k]`` is False where
-    the true result exceeds ``type_max`` (the largest value of the input dtype). ``count`` is the
-    number of reduced elements: with more than one, the log is strictly positive and never an
-    integer (the sum is 1 + exp(-d) + ..., and e is transcendental), even where float64 rounds it to
-    an integer such as 0."""
+    """result[k], fits[k] from the chunk partials of output k (_int_log_sum_exp)."""
     for k in range(result.size):
         total = 0.0
         for c in range(k * nchunks, (k + 1) * nchunks):
             total += out_total[c]
-        tail = math.log(total)  # >= 0: the max itself contributes exp(0) = 1
-        m = maxima[k]
-        whole = cast_like(m, math.floor(tail))
-        fits[k] = True
-        if m >= 0 or m + whole >= 0:
-            # non-negative: truncation is floor, so m + floor(tail), if the dtype holds it
-            if m > type_max - whole:
-                fits[k] = False
-                result[k] = type_max
-            else:
-                result[k] = m + whole
-        else:
-            # negative with a fractional tail: truncation toward zero rounds up
-            result[k] = m + whole + cast_like(m, count > 1)
+        result[k], fits[k] = _int_log_sum_exp(maxima[k], total, count, type_max)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1906,8 +1947,6 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, tile, count, type_max, re
     maxima = np.empty(n, dtype=result.dtype)
     nans = np.empty(n, dtype=np.int64)
     _max_keys_serial(src, base, dims, kept_ndim, 1, tile, False, 0, maxima, nans)
-    totals = np.empty(n)
-    _int_sum_exp_serial(src, base, dims, kept_ndim, 1, tile, maxima, totals)
     fits = np.empty(n, dtype=np.bool_)
-    finish_int_log_sum_exp(maxima, totals, 1, count, type_max, result, fits)
+    _int_sum_exp_serial(src, base, dims, kept_ndim, 1, tile, maxima, np.empty(0), count, type_max, result, fits)
     return fits.all()

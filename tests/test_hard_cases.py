@@ -183,3 +183,41 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
     out = getattr(numred, opname)(x, 1, keepdims=0)
     assert_matches(out, expected(opname, x, 1, keepdims=0))
     assert x.tobytes() == before.tobytes()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "every other column", "columns reversed", "transposed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16,
+                                   np.int32, np.uint32, np.int64, np.uint64])
+def test_row_log_sum_exp_finds_each_rows_max_and_sum_in_one_task(dtype, layout):
+    # Parallel single-run log-sum-exps find each row's max and its sum of exp(x - max) in one task
+    # (_kernels.float_rows_log_sum_exp, int_rows_log_sum_exp). Every row gets its own offset, so a
+    # row that took its neighbour's max is off by far more than rounding; float rows carry the special
+    # values the max decides: NaN anywhere (also beside +inf), +inf, all -inf, -inf beside finite values.
+    rng = np.random.default_rng(11)
+    n_rows, n = 2003, 37  # above 2**15 elements: parallel
+    offsets = np.arange(n_rows)[:, None] % 61
+    if np.dtype(dtype).kind in "iu":
+        x = rng.integers(0, 40, size=(n_rows, 2 * n)) + offsets * 1000
+        if np.dtype(dtype).kind == "i":
+            x[1::2] -= 70_000
+    else:
+        x = rng.uniform(-3, 3, size=(n_rows, 2 * n)) + offsets / 4
+    x = x.astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x[5, 3] = x[6, 2 * n - 1] = np.nan
+        x[7, 0], x[7, 9] = np.inf, np.nan
+        x[8, 11] = np.inf
+        x[9, :] = -np.inf
+        x[10, 4] = -np.inf
+    view = {"contiguous": x[:, :n], "every other column": x[:, ::2], "columns reversed": x[:, ::-1],
+            "transposed": np.ascontiguousarray(x.T).T}[layout]
+    before = x.copy()
+    out = numred.reduce_log_sum_exp(view, 1, keepdims=0)
+    assert_matches(out, expected("reduce_log_sum_exp", view, 1, keepdims=0))
+    assert x.tobytes() == before.tobytes()
+    if np.dtype(dtype).kind in "iu":  # a row whose result does not fit the dtype is an error
+        top = np.iinfo(dtype).max
+        view = x[:, :n].copy()
+        view[1500, :3] = top  # top + log(3): one past the largest value
+        with pytest.raises(ValueError, match="does not fit"):
+            numred.reduce_log_sum_exp(view, 1)
