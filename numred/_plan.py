@@ -113,21 +113,27 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     if kept_dims[-1][1] == 1 and reduced_dims[-1][1] != 1 and (parallel or kept_dims[-1][0] >= MIN_SERIAL_TILE):
         tile = min(kept_dims[-1][0], MAX_TILE)
     rows = n_kept // kept_dims[-1][0]
-    n_tiles = rows * -(-kept_dims[-1][0] // tile)
-    nchunks = 1
+    n_inner = kept_dims[-1][0]
+    per_row = -(-n_inner // tile)  # tiles per row of the inner kept axis, all of one width (but the last)
     enough_tasks = FEW_TASKS
-    pieces = 1
-    if threads > 1 and tile > 1 and n_tiles < threads:
-        pieces = min(-(-threads // n_tiles), tile // MIN_SPLIT_TILE)
+    if threads > 1 and tile > 1 and rows * per_row < FEW_TASKS:
+        # Few tiles: cut them narrower (at least MIN_SPLIT_TILE wide) until every thread has as many,
+        # or there are FEW_TASKS, and chunk only if that leaves fewer tiles than threads. 16x100000
+        # float32 axis 0 had 7 tiles, so two chunks of 8 rows, and took 950 us, 14x torch's time:
+        # most of it writing, and combining in one thread, two partial sums per output.
+        while rows * per_row % threads and rows * per_row < FEW_TASKS and n_inner // (per_row + 1) >= MIN_SPLIT_TILE:
+            per_row += 1
+        enough_tasks = threads
     if unchunked_tiles and tile >= 2 * MIN_SPLIT_TILE:
-        # at least two pieces with one thread too, which are then never chunked (below); a tile that
-        # is a whole row may be read as wide rows (_kernels.WIDE_ROW), with several accumulators per
-        # column, which round differently
-        pieces = max(pieces, 2)
-    if pieces >= 2:
-        tile = -(-tile // pieces)
-        n_tiles = rows * -(-kept_dims[-1][0] // tile)
-        enough_tasks = 0 if unchunked_tiles else threads
+        # at least two tiles per row with one thread too, which are then never chunked (below); a tile
+        # that is a whole row may be read as wide rows (_kernels.WIDE_ROW), with several accumulators
+        # per column, which round differently
+        per_row = max(per_row, 2)
+        enough_tasks = 0
+    if tile > 1:
+        tile = -(-n_inner // per_row)
+    n_tiles = rows * per_row
+    nchunks = 1
     if n_tiles < enough_tasks:
         wanted = min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS)
         if wanted > 1:  # the nearest power of two: an even split over 2, 4, 8 threads (7 chunks kept

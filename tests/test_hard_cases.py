@@ -221,3 +221,34 @@ def test_row_log_sum_exp_finds_each_rows_max_and_sum_in_one_task(dtype, layout):
         view[1500, :3] = top  # top + log(3): one past the largest value
         with pytest.raises(ValueError, match="does not fit"):
             numred.reduce_log_sum_exp(view, 1)
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 24, 1000), 1), ((5, 16, 700), 1), ((16, 3000), 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64])
+def test_few_tiles_are_cut_to_share_evenly_among_threads(dtype, shape, axis):
+    # A leading reduced axis over few tiles of outputs (3 or 5 rows of one tile, one tile): the tiles
+    # are cut narrower until every thread has as many (_plan._layout), not chunked, whose partial
+    # sums per output cost more than the reduction (16x100000 float32 axis 0: 14x torch's time).
+    # Every thread count gives one chunk and an even share where the tiles can be cut that far; the
+    # results match the oracle at 1 and 2
+    # threads. Each output gets its own magnitude, so a column summed in its neighbour's place shows.
+    from numred._plan import FEW_TASKS, MIN_SPLIT_TILE, _layout
+    from threads import with_threads
+
+    x = np.random.default_rng(9).uniform(0, 4, size=shape) * (1 + np.arange(shape[-1]) % 7)
+    x = (x if np.dtype(dtype).kind == "f" else x * 1000).astype(dtype)
+    for case in (x, np.zeros((16, 100000), dtype)):
+        inner = case.shape[-1]
+        for threads in (2, 3, 4, 8):
+            plan = _layout(case.shape, case.strides, case.itemsize, (axis,) if case is x else (0,), threads,
+                           case.dtype == np.float64)
+            per_row = -(-inner // plan.tile)
+            n_tiles = plan.n_kept // inner * per_row
+            assert plan.nchunks == 1, (case.shape, threads, plan.tile, plan.nchunks)
+            # (or tiles too narrow to cut again: then some threads have one tile more)
+            evenly = n_tiles % threads == 0 or n_tiles >= FEW_TASKS or inner // (per_row + 1) < MIN_SPLIT_TILE
+            assert evenly and n_tiles >= threads, (case.shape, threads, plan.tile)
+    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square"):
+        want = expected(op, x, axis)
+        for threads in (2, 1):
+            assert_matches(with_threads(threads, getattr(numred, op), x, axis), want, f"{op}, {threads} threads")
