@@ -814,18 +814,26 @@ def _fold(acc, totals, comps):
 # such as 4194304x4 reduced over axis 0) is read as "wide rows" of several real rows at once, so the
 # inner loops stay long enough to vectorise.
 WIDE_ROW = 2048
+# ... but a task reads at least this many wide rows: its accumulators (one per element of a wide
+# row) are allocated and folded once per task, and with few rows per task that cost more than the
+# reads. 256x1024x8 axis 1 (1024 rows of 8 per task) took 195 us in 4 wide rows of 2048 elements
+# and 85-100 us in wide rows of 128-256; 4194304x4 axis 0 (chunks of 262144 rows) wants all 2048.
+MIN_WIDE_ROWS = 64
 
 
 @njit
-def _rows_per_wide_row(width, step):
-    return WIDE_ROW // width if step == width and 2 * width <= WIDE_ROW else 1
+def _rows_per_wide_row(width, step, n_rows):
+    """How many back-to-back rows of ``width`` elements a task of ``n_rows`` rows reads as one."""
+    if step != width or 2 * width > WIDE_ROW:
+        return 1
+    return max(1, min(WIDE_ROW // width, n_rows // MIN_WIDE_ROWS))
 
 
-def reads_wide_rows(n_inner, tile, step):
-    """Whether float_sums reads the rows of some tile of ``n_inner`` outputs cut into tiles of ``tile``
-    as wide rows (_rows_per_wide_row above 1); for the plan, in Python."""
+def reads_wide_rows(n_inner, tile, step, n_rows):
+    """Whether float_sums reads the ``n_rows`` rows of some tile of ``n_inner`` outputs cut into tiles
+    of ``tile`` as wide rows (_rows_per_wide_row above 1); for the plan, in Python."""
     last = n_inner - (n_inner - 1) // tile * tile
-    return _rows_per_wide_row.py_func(tile, step) > 1 or _rows_per_wide_row.py_func(last, step) > 1
+    return any(_rows_per_wide_row.py_func(width, step, n_rows) > 1 for width in (tile, last))
 
 
 def _float_sums_for(mode):
@@ -865,7 +873,7 @@ def _float_sums_for(mode):
                     out_total[k0 * nchunks + c] = total
                     out_comp[k0 * nchunks + c] = comp
             else:
-                m = _rows_per_wide_row(width, step)
+                m = _rows_per_wide_row(width, step, end - pos)
                 wide = m * width  # accumulators: column j % width, m of them per column
                 acc = np.zeros(wide)
                 # Per-task work proportional to the width must stay small next to the rows (a task may
@@ -1276,7 +1284,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
                         low[0], high[0] = _add_halves128(low[0], high[0], low_sum, high_sum)
                 pos += n
         else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
-            m = _rows_per_wide_row(width, step)
+            m = _rows_per_wide_row(width, step, end - pos)
             # only the accumulators this sum uses (_fold_halves): half the memory a task touches
             low_acc = low_accumulators(src, m * width if squares or not narrow_int(src) else 0)
             high_acc = np.zeros(0 if squares else m * width, dtype=np.int64)
@@ -1524,7 +1532,7 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
             out_max[k0 * nchunks + c] = as_wide(best)
             out_nans[k0 * nchunks + c] = top_magnitude > inf_bits
         else:
-            m = _rows_per_wide_row(width, step)
+            m = _rows_per_wide_row(width, step, end - pos)
             wide = m * width  # as in float_sums: slot j holds column j % width
             best_of = np.full(wide, lowest)
             top_magnitude_of = np.full(wide, zero)
@@ -1676,7 +1684,7 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
             else:
                 out_total[k0 * nchunks + c] = total
         else:
-            m = _rows_per_wide_row(width, step)  # narrow rows back to back: m of them read as one
+            m = _rows_per_wide_row(width, step, end - pos)  # narrow rows back to back: m of them read as one
             wide = m * width
             tops = np.empty(wide, dtype=maxima.dtype)
             for j0 in range(0, wide, width):

@@ -150,7 +150,7 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     if nk <= 2 and nr == 1 and tile > 1 and nchunks == 1:
         (n_inner, _), (n_rows, step) = kept_dims[-1], reduced_dims[0]
         n_outer, outer_stride = kept_dims[0] if nk == 2 else (1, 0)
-        if not reads_wide_rows(n_inner, tile, step):
+        if not reads_wide_rows(n_inner, tile, step, n_rows):
             single_tile = (n_outer, outer_stride, n_inner, n_rows, step)
     return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, single_tile, threads)
 

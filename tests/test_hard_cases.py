@@ -252,3 +252,24 @@ def test_few_tiles_are_cut_to_share_evenly_among_threads(dtype, shape, axis):
         want = expected(op, x, axis)
         for threads in (2, 1):
             assert_matches(with_threads(threads, getattr(numred, op), x, axis), want, f"{op}, {threads} threads")
+
+
+@pytest.mark.parametrize("shape", [(9, 333, 16), (37, 1000, 8), (3, 7000, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.uint64])
+def test_narrow_tiles_read_as_wide_rows_count_every_row_once(dtype, shape):
+    # A short kept axis under a reduced one, rows back to back (KRK with a narrow inner axis): each
+    # task reads several rows at once as one "wide row", as many as leave it at least
+    # _kernels.MIN_WIDE_ROWS of them (here 5, 15 and 109 rows per wide row), then the rows left
+    # over one by one. Rows get distinct magnitudes and floats a NaN, an inf and a -inf in the
+    # last rows, so a row read twice, skipped, or added to the wrong column shows.
+    rng = np.random.default_rng(shape[1])
+    scale = (1 + np.arange(shape[1]) % 13)[None, :, None]
+    if np.dtype(dtype).kind in "iu":
+        x = rng.integers(0, 1000, size=shape) * scale
+    else:
+        x = rng.uniform(-1, 1, size=shape) * scale / 8
+    x = x.astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x[0, -1, 1], x[-1, -2, 2], x[-1, -3, 0] = np.nan, np.inf, -np.inf
+    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square"):
+        assert_matches(getattr(numred, op)(x, 1), expected(op, x, 1), op)
