@@ -732,6 +732,32 @@ def _float_run(src, offset, n, step, mode, shift):
             for i in range(n):
                 acc += exp_nonpositive(as_float64(run[i]) - shift)
     else:
+        if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and src.itemsize == 4:  # float32
+            # A strided run is not vectorised, and as one chain of dependent additions every other
+            # or every third element of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES
+            # sums held in an array (100000x256 every other: 2.5-3x). Scalar sums did not do it
+            # (reassociation may fold them back into one chain). Not for the 16-bit floats, whose
+            # conversions bound the loop already (float16 1.8x the time, bfloat16 0.75x or 1.2x from
+            # one build to the next), nor for exp sums (1.2-2.7x: bound by the exp), nor for short
+            # runs (the array cost more than it saved: 2x on rows of 16).
+            run = src[offset:offset + (n - 1) * step + 1:step]
+            lanes = np.zeros(STRIDED_LANES)
+            whole = n - n % STRIDED_LANES
+            if mode == SUM:
+                for i0 in range(0, whole, STRIDED_LANES):
+                    for j in range(STRIDED_LANES):
+                        lanes[j] += as_float64(run[i0 + j]) * shift
+                for i in range(whole, n):
+                    acc += as_float64(run[i]) * shift
+            else:
+                for i0 in range(0, whole, STRIDED_LANES):
+                    for j in range(STRIDED_LANES):
+                        v = as_float64(run[i0 + j])
+                        lanes[j] += v * v
+                for i in range(whole, n):
+                    v = as_float64(run[i])
+                    acc += v * v
+            return acc + lanes.sum()
         if mode == SUM:
             for i in range(n):
                 acc += as_float64(src[offset + i * step]) * shift
@@ -743,6 +769,10 @@ def _float_run(src, offset, n, step, mode, shift):
             for i in range(n):
                 acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)
     return acc
+
+
+STRIDED_LANES = 8
+STRIDED_LANES_MIN_RUN = 64
 
 
 @njit(fastmath=FASTMATH)
@@ -942,8 +972,8 @@ def _float_rows_for(mode):
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
         block = compensation_block(src)
-        if mode != SUM_EXP and step == 1 and block == NEVER:  # not float64 data (_float64_run)
-            # Contiguous rows, their plain sums divided here: not through _float_row and _finish_sum,
+        if mode != SUM_EXP and block == NEVER:  # not float64 data (_float64_run)
+            # Rows, their plain sums divided here: not through _float_row and _finish_sum,
             # whose compensation and non-finite test only float64 sums need (the per-row calls cost
             # 3-4 us on 1000x1000 float32, 2 threads). With float32 rows one at a time
             # (_rows_together), whole float32 means and sums of squares took 0.83-0.86x the time on
@@ -951,6 +981,12 @@ def _float_rows_for(mode):
             # (in-process A/B). Not for SUM_EXP, which is bound by exp, not by memory.
             # (float32 is the only 4-byte float)
             min_row = ONE_STREAM_MIN_FLOAT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+            if step != 1:  # strided rows, as plain: 4000x3000 float32 every other element took 0.18x the
+                # time of the loop below with _float_row, although both end in the same _float_run
+                for k in prange(n_kept):
+                    total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
+                    store_rounded(result, k, total / divisor)
+                return
             if _rows_together(src, n_kept, n_reduced, min_row) == 1:
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
