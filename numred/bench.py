@@ -66,6 +66,15 @@ MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSumSquare")
 class Case:
     shape: tuple[int, ...]
     axes: tuple[int, ...] | None  # None: reduce all axes (numred gets axes=None, the ONNX default)
+    # above 1: the input is a view of every step-th element along the last axis of a contiguous
+    # array ``step`` times as wide (x[..., ::step]), read where it lies
+    step: int = 1
+
+    def make(self, dtype: np.dtype) -> np.ndarray:
+        """The case's input (make_input), a strided view when step > 1."""
+        if self.step == 1:
+            return make_input(self.shape, dtype)
+        return make_input((*self.shape[:-1], self.shape[-1] * self.step), dtype)[..., ::self.step]
 
     @property
     def size(self) -> int:
@@ -80,7 +89,7 @@ class Case:
         return tuple(range(len(self.shape))) if self.axes is None else self.axes
 
     def shape_label(self) -> str:
-        return "x".join(str(n) for n in self.shape)
+        return "x".join(str(n) for n in self.shape) + (f"/{self.step}" if self.step > 1 else "")
 
     def axes_label(self) -> str:
         if self.axes is None:
@@ -105,6 +114,15 @@ CASES = (
     Case((4, 4194304), (1,)),
     Case((8192, 16384), (1,)),  # 512 MiB of float32
     Case((8192, 16384), (0,)),
+)
+# --more: common layouts beyond the issue's cases, where earlier plans lost to the peers by 2-14x
+MORE_CASES = (
+    Case((100000, 16), (1,)),  # many short rows: a log-softmax's normaliser over 16 classes
+    Case((16, 100000), (0,)),  # few rows of many outputs
+    Case((256, 1024, 8), (1,)),  # a narrow inner kept axis
+    Case((32, 128, 768), (2,)),  # transformer activations, over the hidden size
+    Case((8, 3, 224, 224), (0, 2, 3)),  # per-channel statistics of NCHW images
+    Case((4000, 3000), (1,), step=2),  # every other element of each row (x[:, ::2]), read in place
 )
 
 
@@ -490,6 +508,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dtype", default="float32", choices=DTYPE_NAMES, help="input dtype (default float32)"
     )
     parser.add_argument(
+        "--more",
+        action="store_true",
+        help="also time common layouts beyond the standard cases (short rows, few rows, a narrow inner "
+        "axis, transformer rows, per-channel image statistics, every other element)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help=f"fewer repeats, and skip the cases with {LARGE_ELEMENTS} or more elements",
@@ -783,7 +807,7 @@ def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads:
     import numred
 
     ops = [op for op in OPS if not args.op or op.name in args.op]
-    cases = [c for c in CASES if not (args.quick and c.large)]
+    cases = [c for c in CASES + (MORE_CASES if getattr(args, "more", False) else ()) if not (args.quick and c.large)]
     rounds = getattr(args, "rounds", None) or (5 if args.quick else 15)
     print(" | ".join([*versions, f"threads {threads}", "dtype rates", "quick" if args.quick else "full"]), file=out)
     print(f"numred's Gelem/s per dtype, median of {rounds} rounds; in each round every dtype is timed in turn, "
@@ -806,7 +830,7 @@ def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads:
     try:
         with np.errstate(all="ignore"):
             for case in cases:
-                inputs = {name: make_input(case.shape, dtype_from_name(name)) for name in RATE_DTYPES}
+                inputs = {name: case.make(dtype_from_name(name)) for name in RATE_DTYPES}
                 axes = None if case.axes is None else list(case.axes)
                 for op in ops:
                     fn = getattr(numred, op.name)
@@ -882,7 +906,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     policy = QUICK_POLICY if args.quick else DEFAULT_POLICY
     rounds = getattr(args, "rounds", None) or (1 if args.quick else ROUNDS)
     ops = [op for op in OPS if not args.op or op.name in args.op]
-    cases = [c for c in CASES if not (args.quick and c.large)]
+    cases = [c for c in CASES + (MORE_CASES if getattr(args, "more", False) else ()) if not (args.quick and c.large)]
     # the bandwidth reference: the largest case, numba-native float dtypes, full runs only
     ref_case = None
     if not args.quick and cases and dtype.name in ("float32", "float64"):
@@ -961,7 +985,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     try:
         with np.errstate(all="ignore"):
             for case in cases:
-                x = make_input(case.shape, dtype)
+                x = case.make(dtype)
                 x_real = x.astype(np.float64) if dtype.kind in "iu" else x  # the reference's input
                 axes = case.explicit_axes()
                 numred_axes = None if case.axes is None else list(case.axes)

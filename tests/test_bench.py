@@ -231,6 +231,29 @@ def test_cases_are_the_issue_list():
     assert not any(c.shape == (8192, 16384) for c in quick)
 
 
+def test_more_runs_the_extra_layouts_after_the_standard_ones(monkeypatch, tmp_path):
+    # --more appends MORE_CASES; a case with a step gets a strided view of a wider array, read in
+    # place by numred and handed as it is to every peer, whose results are checked as usual
+    strided = bench.Case((8, 24), (1,), step=3)
+    x = strided.make(np.dtype(np.float32))
+    wide = bench.make_input((8, 72), np.dtype(np.float32))
+    assert x.shape == (8, 24) and not x.flags.c_contiguous and np.array_equal(x, wide[:, ::3])
+    assert strided.shape_label() == "8x24/3"
+    assert all(c.size < 1 << 24 for c in bench.MORE_CASES)  # all of them in --quick runs too
+    monkeypatch.setattr(bench, "CASES", TINY_CASES[:1])
+    monkeypatch.setattr(bench, "MORE_CASES", (strided,))
+    monkeypatch.setattr(bench, "QUICK_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
+    json_path = tmp_path / "more.json"
+    out = io.StringIO()
+    rc = bench.run(parse(["--more", "--quick", "--op", "reduce_sum_square", "--no-progress", "--json",
+                          str(json_path)]), out=out)
+    assert rc == 0
+    report = json.loads(json_path.read_text())
+    assert [r["case"] for r in report["results"]] == ["3x2x2 axes 1", "8x24/3 axes 1"]
+    assert report["differing_results"] == []
+    assert any(line.split()[:2] == ["ReduceSumSquare", "8x24/3"] for line in out.getvalue().splitlines())
+
+
 @pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int32", "uint64"])
 def test_make_input(name):
     dtype = bench.dtype_from_name(name)
