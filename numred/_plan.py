@@ -30,11 +30,12 @@ MAX_CHUNKS = 16
 # whole rows when they fit, so that memory is read in order.
 MAX_TILE = 1 << 14
 MIN_SERIAL_TILE = 8
-# Fewer tiles than threads: the tiles are first cut into narrower ones, at least MIN_SPLIT_TILE wide,
-# so that every thread has one; each output's sum stays in one task and needs no combining step. On
-# 1000x1000 axis 0 with 2 threads, two tiles of 500 took 95 us where eight chunks of the full-width
-# tile and their combination took 163 us (8192x16384 axis 0: 26.6 against 29.0 ms). Only when that
-# is not enough is the reduced range cut into chunks.
+# Fewer than FEW_TASKS tiles: the tiles are first cut into narrower ones, at least MIN_SPLIT_TILE
+# wide, until every thread has as many; each output's sum stays in one task and needs no combining
+# step. On 1000x1000 axis 0 with 2 threads, two tiles of 500 took 95 us where eight chunks of the
+# full-width tile and their combination took 163 us (8192x16384 axis 0: 26.6 against 29.0 ms;
+# 16x100000 axis 0, 7 tiles cut to 8 instead of chunked: 66 against 669 us). Only when there are
+# still fewer tiles than threads is the reduced range cut into chunks.
 MIN_SPLIT_TILE = 256
 
 
