@@ -909,10 +909,12 @@ def _float_sums_for(mode):
                 # Per-task work proportional to the width must stay small next to the rows (a task may
                 # have only a few): compensated totals exist only where they are folded (float64 data),
                 # and the maxima only for SUM_EXP.
+                # (Arrays not needed are empty views of acc, not allocations: with few rows per task
+                # each allocation counts.)
                 compensated = block < NEVER
-                totals = np.zeros(width if compensated else 0)
-                comps = np.zeros(width if compensated else 0)
-                column_max = np.empty(wide if mode == SUM_EXP else 0)  # the max of each accumulator's column
+                totals = np.zeros(width) if compensated else acc[:0]
+                comps = np.zeros(width) if compensated else acc[:0]
+                column_max = np.empty(wide) if mode == SUM_EXP else acc[:0]  # the max of each accumulator's column
                 if mode == SUM_EXP:
                     for j0 in range(0, wide, width):
                         column_max[j0:j0 + width] = maxima[k0:k0 + width]
@@ -951,15 +953,15 @@ def _float_sums_for(mode):
                     for j0 in range(width, wide, width):  # the m accumulators of each column
                         acc[:width] += acc[j0:j0 + width]
                     totals = acc[:width]
-                    comps = np.zeros(width)
                 if out_total.size == 0:
                     for w in range(width):
-                        store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], mode, divisor,
+                        comp = comps[w] if compensated else 0.0
+                        store_rounded(result, k0 + w, _finish_sum(totals[w], comp, mode, divisor,
                                                                   column_max[w] if mode == SUM_EXP else 0.0))
                 else:
                     for w in range(width):
                         out_total[(k0 + w) * nchunks + c] = totals[w]
-                        out_comp[(k0 + w) * nchunks + c] = comps[w]
+                        out_comp[(k0 + w) * nchunks + c] = comps[w] if compensated else 0.0
 
     return float_sums
 
