@@ -733,13 +733,14 @@ def _float_run(src, offset, n, step, mode, shift):
                 acc += exp_nonpositive(as_float64(run[i]) - shift)
     else:
         if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
-            # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not vectorised, and as one chain of dependent additions every other
-            # or every third element of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES
-            # sums held in an array (100000x256 every other: 2.5-3x). Scalar sums did not do it
-            # (reassociation may fold them back into one chain). Not for the 16-bit floats, whose
-            # conversions bound the loop already (float16 1.8x the time, bfloat16 0.75x or 1.2x from
-            # one build to the next), nor for exp sums (1.2-2.7x: bound by the exp), nor for short
-            # runs (the array cost more than it saved: 2x on rows of 16).
+            # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
+            # vectorised, and as one chain of dependent additions every other or every third element
+            # of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES sums held in an array
+            # (100000x256 every other: 2.5-3x). Scalar sums did not do it (reassociation may fold
+            # them back into one chain). Not for the 16-bit floats, whose conversions bound the loop
+            # already (float16 1.8x the time, bfloat16 0.75x or 1.2x from one build to the next),
+            # nor for exp sums (1.2-2.7x: bound by the exp), nor for short runs (the array cost more
+            # than it saved: 2x on rows of 16).
             run = src[offset:offset + (n - 1) * step + 1:step]
             lanes = np.zeros(STRIDED_LANES)
             whole = n - n % STRIDED_LANES
