@@ -126,6 +126,12 @@ MORE_CASES = (
 )
 
 
+def selected_cases(args: argparse.Namespace) -> list[Case]:
+    """The cases a run times: CASES, then MORE_CASES with --more; with --quick, none of the large ones."""
+    more = MORE_CASES if getattr(args, "more", False) else ()
+    return [c for c in CASES + more if not (args.quick and c.large)]
+
+
 def dtype_from_name(name: str) -> np.dtype:
     if name == "bfloat16":
         import ml_dtypes
@@ -807,7 +813,7 @@ def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads:
     import numred
 
     ops = [op for op in OPS if not args.op or op.name in args.op]
-    cases = [c for c in CASES + (MORE_CASES if getattr(args, "more", False) else ()) if not (args.quick and c.large)]
+    cases = selected_cases(args)
     rounds = getattr(args, "rounds", None) or (5 if args.quick else 15)
     print(" | ".join([*versions, f"threads {threads}", "dtype rates", "quick" if args.quick else "full"]), file=out)
     print(f"numred's Gelem/s per dtype, median of {rounds} rounds; in each round every dtype is timed in turn, "
@@ -906,7 +912,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     policy = QUICK_POLICY if args.quick else DEFAULT_POLICY
     rounds = getattr(args, "rounds", None) or (1 if args.quick else ROUNDS)
     ops = [op for op in OPS if not args.op or op.name in args.op]
-    cases = [c for c in CASES + (MORE_CASES if getattr(args, "more", False) else ()) if not (args.quick and c.large)]
+    cases = selected_cases(args)
     # the bandwidth reference: the largest case, numba-native float dtypes, full runs only
     ref_case = None
     if not args.quick and cases and dtype.name in ("float32", "float64"):
