@@ -26,6 +26,11 @@ from ._runtime import entry
 # reassociation lets LLVM vectorise the sums; fastmath=True would also assume no NaN/inf and
 # delete exactly the checks the contract depends on.
 FASTMATH = {"reassoc", "contract"}
+# Every other function and overload here states its fastmath flags itself: Numba compiles one that
+# leaves them unset with the flags of the caller that first compiles it (inherit_if_not_set), so
+# error-free transformations such as _split and _neumaier, called from FASTMATH loops, could get
+# reassoc and contract, depending on the order in which things were compiled.
+
 # Length of the pieces summed with a plain (vectorised) float64 loop; the pieces are then added with
 # compensated (Neumaier) summation, which keeps float64 inputs at least as exact as NumPy's pairwise sum.
 BLOCK = 256
@@ -59,7 +64,7 @@ _float32_to_bits = _bitcast(types.float32, types.uint32)
 _HALF_REBIAS = 2.0**1008  # 2**(1023 - 15): float64 exponent bias minus float16's
 
 
-@njit
+@njit(fastmath=False)
 def _half_bits_to_float64(h):
     # IEEE binary16 -> float64 with integer operations and one exact multiply, without branches so
     # that loops over float16 data vectorise. LLVM's half type crashes on CPUs without F16C
@@ -104,7 +109,7 @@ def as_float64(x):
     """The float64 value of one element of a float carrier array (typed per dtype at compile time)."""
 
 
-@overload(as_float64)
+@overload(as_float64, jit_options={"fastmath": False})
 def _as_float64_impl(x):
     if x in (types.float32, types.float64, types.int32, types.uint32):  # 32-bit integers: exact
         return lambda x: np.float64(x)
@@ -122,7 +127,7 @@ def reads_pairs(src):
     bfloat16 bits, whose decode is integer work per element otherwise."""
 
 
-@overload(reads_pairs)
+@overload(reads_pairs, jit_options={"fastmath": False})
 def _reads_pairs_impl(src):
     pairs = src.dtype == types.int16
     return lambda src: pairs
@@ -148,7 +153,7 @@ def as_wide(x):
     """An integer element widened to int64 (signed types) or uint64 (unsigned types)."""
 
 
-@overload(as_wide)
+@overload(as_wide, jit_options={"fastmath": False})
 def _as_wide_impl(x):
     if isinstance(x, types.Integer):
         return (lambda x: np.int64(x)) if x.signed else (lambda x: np.uint64(x))
@@ -160,7 +165,7 @@ def as_bits(x):
     unsigned types only (signed add/mul carry LLVM's nsw flag)."""
 
 
-@overload(as_bits)
+@overload(as_bits, jit_options={"fastmath": False})
 def _as_bits_impl(x):
     if isinstance(x, types.Integer):
         if x.signed:
@@ -193,7 +198,10 @@ _EXP_Q = (
 )
 
 
-@njit  # no FASTMATH: reassociation would fold (t + _SHIFTER) - _SHIFTER into t
+# Contraction only: reassociation would fold (t + _SHIFTER) - _SHIFTER into t, while a multiply of
+# the caller's fused into the first addition rounds an exact product, as good as a rounded one (with
+# the two rounded apart, log-sum-exp took 1.04-1.07x the time)
+@njit(fastmath={"contract"})
 def _round_to_integer(t):
     """(round(t) as float64, and the float64 whose low bits hold round(t) as an integer): a float to
     int conversion would be scalarised, this stays in vector registers."""
@@ -231,14 +239,14 @@ def compensation_block(src):
     than the output, so never."""
 
 
-@overload(compensation_block)
+@overload(compensation_block, jit_options={"fastmath": False})
 def _compensation_block_impl(src):
     if src.dtype == types.float64:
         return lambda src: BLOCK
     return lambda src: NEVER
 
 
-@njit
+@njit(fastmath=False)
 def _offset_of(index, shape, strides):
     """Element offset of the C-order flat ``index`` (< prod(shape)) into a block of dimensions
     (shape, strides). The outermost dimension needs no modulo: with one dimension, no division."""
@@ -251,7 +259,7 @@ def _offset_of(index, shape, strides):
     return offset + index * strides[0]
 
 
-@njit
+@njit(fastmath=False)
 def _next_run(pos, end, rshape, rstrides):
     """(offset, length) of the run of reduced positions [pos, end) that lies along the innermost
     reduced axis: the unit the kernels' inner loops take. Divisions only for 2+ reduced axes (they are
@@ -262,7 +270,7 @@ def _next_run(pos, end, rshape, rstrides):
     return _offset_of(pos, rshape, rstrides), min(run_length - pos % run_length, end - pos)
 
 
-@njit
+@njit(fastmath=False)
 def _unpack(dims, kept_ndim):
     """(kept shape, kept strides, reduced shape, reduced strides) from the plan's one dims array."""
     reduced_ndim = (dims.size - 2 * kept_ndim) // 2
@@ -270,13 +278,13 @@ def _unpack(dims, kept_ndim):
     return dims[:kept_ndim], dims[kept_ndim:r0], dims[r0:r0 + reduced_ndim], dims[r0 + reduced_ndim:]
 
 
-@njit
+@njit(fastmath=False)
 def _n_tasks(kshape, tile, nchunks):
     rows = np.prod(kshape) // kshape[-1]
     return rows * ((kshape[-1] + tile - 1) // tile) * nchunks
 
 
-@njit
+@njit(fastmath=False)
 def _task(task, kshape, tile, nchunks, nr):
     """One task: ``width`` consecutive outputs from flat output index ``k0`` along the innermost kept
     dimension (a tile), over reduced positions [first, end) (a chunk). The common cases (one chunk,
@@ -295,7 +303,7 @@ def _task(task, kshape, tile, nchunks, nr):
     return row * kshape[-1] + column, min(tile, kshape[-1] - column), c, first, end
 
 
-@njit
+@njit(fastmath=False)
 def _neumaier(total, compensation, value):
     t = total + value
     if abs(total) >= abs(value):
@@ -308,7 +316,7 @@ def _neumaier(total, compensation, value):
 # ---------------------------------------------------------------------------------------------
 # storing a result: one rounding from float64 to the output dtype
 # ---------------------------------------------------------------------------------------------
-@njit
+@njit(fastmath=False)
 def _round_to_odd_float32_bits(value):
     """The bits of float64 ``value`` (not NaN) rounded to float32 with round-to-odd: inexact results
     get an odd last bit; beyond float32's range, the largest finite value. Rounding those once more,
@@ -324,7 +332,7 @@ def _round_to_odd_float32_bits(value):
     return word
 
 
-@njit
+@njit(fastmath=False)
 def _float32_bits_to_half_bits(word):
     """float32 bits (not NaN) -> float16 bits, rounded to nearest-even, in integer arithmetic."""
     sign = (word >> np.uint32(16)) & np.uint32(0x8000)
@@ -355,7 +363,7 @@ def store_rounded(result, k, value):
     round bfloat16 through float32, twice, and NumPy passes over small results cost microseconds."""
 
 
-@overload(store_rounded)
+@overload(store_rounded, jit_options={"fastmath": False})
 def _store_rounded_impl(result, k, value):
     if isinstance(result.dtype, types.Float):
         def store(result, k, value):
@@ -382,7 +390,7 @@ def _store_rounded_impl(result, k, value):
     return store
 
 
-@njit
+@njit(fastmath=False)
 def _compensated_result(total, compensation):
     # Once the running total is inf or NaN, the compensation holds inf - inf garbage; the total is
     # then already the IEEE answer.
@@ -395,7 +403,7 @@ def _compensated_result(total, compensation):
 SUM, SUM_SQUARES, SUM_EXP = 0, 1, 2
 
 
-@njit
+@njit(fastmath=False)
 def _finish_sum(total, comp, mode, divisor, maximum):
     """The result of one output from its compensated sum: sum / divisor (SUM, SUM_SQUARES), or
     max + log(sum) for SUM_EXP, where a non-finite max (NaN, +inf, or -inf for an all -inf set) is
@@ -414,7 +422,7 @@ def pair_values(run, index):
     not."""
 
 
-@overload(pair_values)
+@overload(pair_values, jit_options={"fastmath": False})
 def _pair_values_impl(run, index):
     if run.dtype != types.int16:
         # Numba types both branches of ``if reads_pairs(src)``; only bfloat16 runs take this one
@@ -428,13 +436,16 @@ def _pair_values_impl(run, index):
     return values
 
 
-@njit
+# FASTMATH is safe in these two: a bfloat16 value's square is exact in float64, so a fused
+# multiply-add rounds as the separate operations would; without it, bfloat16 sums of squares took
+# 1.2x the time (1000x1000 rows).
+@njit(fastmath=FASTMATH)
 def _pair_sum(run, index):
     low, high = pair_values(run, index)
     return low + high
 
 
-@njit
+@njit(fastmath=FASTMATH)
 def _pair_square_sum(run, index):
     low, high = pair_values(run, index)
     return low * low + high * high
@@ -471,7 +482,7 @@ ONE_STREAM_MIN_INT32_ROW = 512
 ONE_STREAM_LONG_ROWS_ONLY = 1 << 62  # other dtypes (64-bit integer sums of squares: 1000x1000 1.05x)
 
 
-@njit
+@njit(fastmath=False)
 def _rows_together(src, n_kept, n_reduced, min_row):
     """How many contiguous rows the row kernels read together: 4 (four memory streams per thread),
     or 1 (whole rows one after another) where ONE_STREAM_ROWS says so: rows of ``min_row`` elements
@@ -528,12 +539,12 @@ def _float_runs4(src, first, gap, n, mode, shift):
     return s0, s1, s2, s3
 
 
-@njit  # no FASTMATH: a square is rounded by itself, as NumPy's np.square rounds it
+@njit(fastmath=False)  # a square is rounded by itself, as NumPy's np.square rounds it
 def _float64_term(x, mode, shift):
     return x * shift if mode == SUM else x * x
 
 
-@njit  # no FASTMATH: reassociation would fold (sigma + term) - sigma into term, and low into 0
+@njit(fastmath=False)  # reassociation would fold (sigma + term) - sigma into term, and low into 0
 def _split(term, sigma):
     """``term`` as (high, low): high is term rounded to a multiple of ulp(sigma) / 2, for |term| <=
     sigma a power of two, and low = term - high exactly (Rump, Ogita and Oishi's ExtractScalar)."""
@@ -552,6 +563,10 @@ def _split(term, sigma):
 # in two, 5000x1000 0.75x.
 SPLIT_PIECE = 2048
 SPLIT_PASS_MIN_RUN = 512
+# Strided rows shorter than SPLIT_PASS_MIN_RUN take a bound and a split pass (_float64_one_pass) from
+# this length on, where _float64_run_two_pass's two single chains were faster for shorter ones (every
+# other element of float64 rows, means: 64 elements 0.70x the time, 32 0.75x, 16 1.15x, 8 1.4x).
+STRIDED_SPLIT_MIN_RUN = 32
 
 
 @njit(fastmath=FASTMATH)
@@ -572,7 +587,7 @@ def _float64_run(src, offset, n, step, mode, shift, sigma):
     non-finite terms, a magnitude near overflow, or a scaled sum (_float64_run_two_pass)."""
     # A literal step: an unknown one keeps LLVM from vectorising the loops (6-10x slower). Each path
     # slices src itself: a slice handed down one more function took 16 ns more per short row.
-    if shift == 1.0 and n >= SPLIT_PASS_MIN_RUN:  # shift: always 1, but for a rescaled mean after an overflow
+    if shift == 1.0 and (n >= SPLIT_PASS_MIN_RUN or step != 1):  # shift: always 1, but for a rescaled mean after an overflow
         if step == 1:
             return _float64_one_pass(src[offset:offset + n], n, 1, mode, sigma)
         return _float64_one_pass(src[offset:], n, step, mode, sigma)  # (step may be 0: a broadcast axis)
@@ -618,6 +633,8 @@ _UNDERFLOW_ROOT = 2.0**-537  # sqrt(2**-1074)
 @njit(fastmath=FASTMATH)
 def _split_pass(run, n, step, mode, sigma):
     """(high, low, bound) of run[0], run[step], ... split at ``sigma`` (_float64_run; shift 1)."""
+    if step != 1:
+        return _split_pass_strided(run, n, step, mode, sigma)
     high = 0.0
     low = 0.0
     if mode == SUM:
@@ -639,6 +656,8 @@ def _split_pass(run, n, step, mode, sigma):
 @njit(fastmath=FASTMATH)
 def _magnitude_bound(run, n, step, mode):
     """_split_pass's bound alone, for the first piece of a run."""
+    if step != 1:  # split at 0.0, each term is its own high part
+        return _split_pass_strided(run, n, step, mode, 0.0)[2]
     total = 0.0
     if mode == SUM:
         for i in range(n):
@@ -648,6 +667,38 @@ def _magnitude_bound(run, n, step, mode):
     for i in range(n):
         total += _float64_term(run[i * step], mode, 1.0)
     return total * _BOUND_ROUNDING
+
+
+@njit(fastmath=False)  # reassociation may merge the four sums of a kind back into one chain
+def _split_pass_strided(run, n, step, mode, sigma):
+    """_split_pass over a strided run (a step other than 1) in four sums of each kind, one per
+    element in turn: a strided loop is not vectorised, and as three chains of dependent additions
+    (one per kind) every other element of 100000x64 and 4000x3000 float64 rows took 2.6 and 3x as
+    long (one thread). The high parts sum exactly in any order, and the low parts' order does not
+    change their error bound."""
+    high0 = high1 = high2 = high3 = 0.0
+    low0 = low1 = low2 = low3 = 0.0
+    squares0 = squares1 = squares2 = squares3 = 0.0  # SUM's bound
+    whole = n - n % 4
+    for i in range(0, whole, 4):
+        x0, x1, x2, x3 = run[i * step], run[(i + 1) * step], run[(i + 2) * step], run[(i + 3) * step]
+        part_high, part_low = _split(_float64_term(x0, mode, 1.0), sigma)
+        high0, low0, squares0 = high0 + part_high, low0 + part_low, squares0 + x0 * x0
+        part_high, part_low = _split(_float64_term(x1, mode, 1.0), sigma)
+        high1, low1, squares1 = high1 + part_high, low1 + part_low, squares1 + x1 * x1
+        part_high, part_low = _split(_float64_term(x2, mode, 1.0), sigma)
+        high2, low2, squares2 = high2 + part_high, low2 + part_low, squares2 + x2 * x2
+        part_high, part_low = _split(_float64_term(x3, mode, 1.0), sigma)
+        high3, low3, squares3 = high3 + part_high, low3 + part_low, squares3 + x3 * x3
+    high, low = (high0 + high1) + (high2 + high3), (low0 + low1) + (low2 + low3)
+    squares = (squares0 + squares1) + (squares2 + squares3)
+    for i in range(whole, n):
+        x = run[i * step]
+        part_high, part_low = _split(_float64_term(x, mode, 1.0), sigma)
+        high, low, squares = high + part_high, low + part_low, squares + x * x
+    if mode == SUM:
+        return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
+    return high, low, (high + low) * _BOUND_ROUNDING
 
 
 @njit(fastmath=FASTMATH)
@@ -673,7 +724,7 @@ def _float64_run_two_pass(run, n, step, mode, shift):
     return high, low
 
 
-@njit
+@njit(fastmath=False)
 def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
     """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
     the sigma of its last split piece: float64 sums and sums of squares nearly exactly in equal pieces
@@ -830,7 +881,7 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
             acc[w] += exp_nonpositive(as_float64(r0[w]) - shift[w])
 
 
-@njit
+@njit(fastmath=False)
 def _fold(acc, totals, comps):
     """Add the plain accumulators into the compensated totals of their columns (acc[j] belongs to
     column j % totals.size) and clear them."""
@@ -852,7 +903,7 @@ WIDE_ROW = 2048
 MIN_WIDE_ROWS = 64
 
 
-@njit
+@njit(fastmath=False)
 def _rows_per_wide_row(width, step, n_rows):
     """How many back-to-back rows of ``width`` elements a task of ``n_rows`` rows reads as one."""
     if step != width or 2 * width > WIDE_ROW:
@@ -1018,6 +1069,8 @@ def _float_rows_for(mode):
                 origin = base + k * kept_stride
                 if step == 1:
                     high, low = _float64_run_two_pass(src[origin:origin + n_reduced], n_reduced, 1, mode, scale)
+                elif scale == 1.0 and n_reduced >= STRIDED_SPLIT_MIN_RUN:  # (_split_pass_strided)
+                    high, low, _ = _float64_one_pass(src[origin:], n_reduced, step, mode, 0.0)
                 else:
                     high, low = _float64_run_two_pass(src[origin:], n_reduced, step, mode, scale)
                 store_rounded(result, k, (high + low) / divisor)
@@ -1071,7 +1124,7 @@ def _float_tiles_for(mode):
     return float_tiles
 
 
-@njit
+@njit(fastmath=False)
 def _float_row(src, origin, n, step, mode, shift, sigma, divisor):
     """One output of float_rows over its run, finished (_finish_sum), and the sigma its float64 split
     sums ended with (_add_run; ``sigma`` is the one to start from)."""
@@ -1092,7 +1145,7 @@ def high_half(x):
     """x >> 32 as int64 (arithmetic for signed x): with the low 32 bits, x = high * 2**32 + low."""
 
 
-@overload(high_half)
+@overload(high_half, jit_options={"fastmath": False})
 def _high_half_impl(x):
     if isinstance(x, types.Integer):
         if x.signed:
@@ -1105,7 +1158,7 @@ def square_bits(x):
     """x * x modulo 2**64 as uint64."""
 
 
-@overload(square_bits)
+@overload(square_bits, jit_options={"fastmath": False})
 def _square_bits_impl(x):
     if isinstance(x, types.Integer) and x.bitwidth <= 32:
         # exact in 64 bits; a 32 x 32 -> 64-bit product is one vector instruction (pmuldq/pmuludq),
@@ -1128,7 +1181,7 @@ def halves_run(src, offset, n, step):
     most HALVES_BLOCK elements: x = high * 2**32 + low for each x, so the sums hold the exact total."""
 
 
-@overload(halves_run)
+@overload(halves_run, jit_options={"fastmath": False})
 def _halves_run_impl(src, offset, n, step):
     if src.dtype.bitwidth <= 32:
         # one int64 accumulator is exact for 2**30 values of 32 bits, and takes one widening add
@@ -1145,6 +1198,16 @@ def _halves_run_impl(src, offset, n, step):
                 run = src[offset:offset + n]
                 for i in range(n):
                     total += np.int64(run[i])
+            elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
+                run = src[offset:offset + (n - 1) * step + 1:step]
+                lanes = np.zeros(STRIDED_LANES, np.int64)
+                whole = n - n % STRIDED_LANES
+                for i0 in range(0, whole, STRIDED_LANES):
+                    for j in range(STRIDED_LANES):
+                        lanes[j] += np.int64(run[i0 + j])
+                total += lanes.sum()
+                for i in range(whole, n):
+                    total += np.int64(run[i])
             else:
                 for i in range(n):
                     total += np.int64(src[offset + i * step])
@@ -1160,6 +1223,19 @@ def _halves_run_impl(src, offset, n, step):
             for i in range(n):
                 low += as_bits(run[i]) & _U64(0xFFFFFFFF)
                 high += high_half(run[i])
+        elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
+            run = src[offset:offset + (n - 1) * step + 1:step]
+            low_lanes = np.zeros(STRIDED_LANES, _U64)
+            high_lanes = np.zeros(STRIDED_LANES, np.int64)
+            whole = n - n % STRIDED_LANES
+            for i0 in range(0, whole, STRIDED_LANES):
+                for j in range(STRIDED_LANES):
+                    low_lanes[j] += as_bits(run[i0 + j]) & _U64(0xFFFFFFFF)
+                    high_lanes[j] += high_half(run[i0 + j])
+            low, high = low_lanes.sum(), high_lanes.sum()
+            for i in range(whole, n):
+                low += as_bits(run[i]) & _U64(0xFFFFFFFF)
+                high += high_half(run[i])
         else:
             for i in range(n):
                 x = src[offset + i * step]
@@ -1170,7 +1246,7 @@ def _halves_run_impl(src, offset, n, step):
     return wide
 
 
-@njit
+@njit(fastmath=False)
 def _squares_run(src, offset, n, step):
     """Sum of x * x modulo 2**64 over one run, as uint64 (a local accumulator: vectorises)."""
     total = _U64(0)
@@ -1184,13 +1260,23 @@ def _squares_run(src, offset, n, step):
         run = src[offset:offset + n]
         for i in range(n):
             total += square_bits(run[i])
+    elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
+        run = src[offset:offset + (n - 1) * step + 1:step]
+        lanes = np.zeros(STRIDED_LANES, _U64)
+        whole = n - n % STRIDED_LANES
+        for i0 in range(0, whole, STRIDED_LANES):
+            for j in range(STRIDED_LANES):
+                lanes[j] += square_bits(run[i0 + j])
+        total += lanes.sum()
+        for i in range(whole, n):
+            total += square_bits(run[i])
     else:
         for i in range(n):
             total += square_bits(src[offset + i * step])
     return total
 
 
-@njit
+@njit(fastmath=False)
 def _add_halves128(low, high, low_sum, high_sum):
     """(low, high) += high_sum * 2**32 + low_sum, in uint64 two's complement."""
     new_low = low + low_sum
@@ -1200,7 +1286,7 @@ def _add_halves128(low, high, low_sum, high_sum):
     return new_low, high + np.uint64(high_sum >> 32) + _U64(new_low < low)
 
 
-@njit
+@njit(fastmath=False)
 def _int_columns(row, squares, low_acc, high_acc):
     """Per column of a tile row (contiguous): low_acc += x * x (wrapping) when ``squares``, else the
     32-bit halves of x into low_acc and high_acc (carry-free, so the loop vectorises)."""
@@ -1216,7 +1302,7 @@ def _int_columns(row, squares, low_acc, high_acc):
             high_acc[i] += high_half(row[i])
 
 
-@njit
+@njit(fastmath=False)
 def _int_columns4(r0, r1, r2, r3, squares, low_acc, high_acc):
     """_int_columns over four rows at once: a quarter of the traffic to the accumulators."""
     if squares:
@@ -1233,7 +1319,7 @@ def _int_columns4(r0, r1, r2, r3, squares, low_acc, high_acc):
             high_acc[i] += (high_half(r0[i]) + high_half(r1[i])) + (high_half(r2[i]) + high_half(r3[i]))
 
 
-@njit
+@njit(fastmath=False)
 def _int_squares8(src, start, step, width, low_acc):
     """low_acc[i] += x * x (wrapping) over element i of eight rows ``step`` apart: an eighth of the
     traffic to the accumulators (32x64x56x56 axis 1 sums of squares: int32 0.83x and uint32 0.88x
@@ -1256,7 +1342,7 @@ def narrow_int(x):
     values one int64 holds exactly (a compile-time constant)."""
 
 
-@overload(narrow_int)
+@overload(narrow_int, jit_options={"fastmath": False})
 def _narrow_int_impl(x):
     narrow = isinstance(x, types.Array) and isinstance(x.dtype, types.Integer) and x.dtype.bitwidth <= 32
     return lambda x: narrow
@@ -1269,14 +1355,14 @@ def low_accumulators(src, n):
     32x64x56x56 axis 1 sum of squares: 1.5 -> 0.7-0.95 ms, float32 0.65-0.9 ms). Otherwise uint64."""
 
 
-@overload(low_accumulators)
+@overload(low_accumulators, jit_options={"fastmath": False})
 def _low_accumulators_impl(src, n):
     if isinstance(src.dtype, types.Integer) and src.dtype.bitwidth <= 32:
         return lambda src, n: np.zeros(n, dtype=np.uint32)
     return lambda src, n: np.zeros(n, dtype=np.uint64)
 
 
-@njit
+@njit(fastmath=False)
 def _fold_halves(low_acc, high_acc, low, high, squares, narrow):
     """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them. Only
     the accumulators a sum uses exist: low_acc for squares, high_acc for ``narrow`` data (whole sums,
@@ -1363,7 +1449,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
                 out_high[(k0 + w) * nchunks + c] = high[w]
 
 
-@njit
+@njit(fastmath=False)
 def _int_runs4(src, first, gap, n, squares):
     """Four contiguous runs of ``n`` elements ``gap`` apart, read together as in _float_runs4: their
     wrapping sums of squares (``squares``) or, for data of 32 bits or fewer and n <= HALVES_BLOCK,
@@ -1426,7 +1512,7 @@ def _int_rows_for(squares):
     return int_rows
 
 
-@njit
+@njit(fastmath=False)
 def _int_row(src, origin, n, step, squares, count):
     """One output of int_rows over its run: the wrapping sum of squares, or the exact mean over
     ``count`` elements, as uint64 bits."""
@@ -1455,7 +1541,7 @@ def _same_type(x):
     return as_dtype(x).type
 
 
-@overload(float_key)
+@overload(float_key, jit_options={"fastmath": False})
 def _float_key_impl(x):
     if isinstance(x, types.Integer) and x.signed:
         shift = x.bitwidth - 1
@@ -1471,7 +1557,7 @@ def lowest_key(x):
     """The smallest value of the integer type of x (a start for a max)."""
 
 
-@overload(lowest_key)
+@overload(lowest_key, jit_options={"fastmath": False})
 def _lowest_key_impl(x):
     if isinstance(x, types.Integer):
         same = _same_type(x)
@@ -1485,7 +1571,7 @@ def magnitude_bits(x):
     unsigned): a NaN is a magnitude above the bits of +inf."""
 
 
-@overload(magnitude_bits)
+@overload(magnitude_bits, jit_options={"fastmath": False})
 def _magnitude_bits_impl(x):
     if isinstance(x, types.Integer):
         same = _same_type(x)
@@ -1640,7 +1726,7 @@ def exp_of_minus_distance(x, top):
     """exp(x - top) for an integer element ``x`` and the max ``top`` of its set (widened, as_wide)."""
 
 
-@overload(exp_of_minus_distance)
+@overload(exp_of_minus_distance, jit_options={"fastmath": False})
 def _exp_of_minus_distance_impl(x, top):
     if isinstance(x, types.Integer) and x.bitwidth <= 32:
         # 0 <= top - x < 2**32: exact modulo 2**32, in 32-bit lanes (top, the max, is of x's own type)
@@ -1668,13 +1754,13 @@ def cast_like(template, x):
     """x converted to the Numba type of ``template``."""
 
 
-@overload(cast_like)
+@overload(cast_like, jit_options={"fastmath": False})
 def _cast_like_impl(template, x):
     target = template
     return lambda template, x: target(x)
 
 
-@njit
+@njit(fastmath=False)
 def _int_log_sum_exp(m, total, count, type_max):
     """(trunc(m + log(total)) exactly, in the widened type of the max ``m``; whether it fits, i.e. the
     true result is at most ``type_max``, the largest value of the input dtype). ``total`` is the sum of
@@ -1795,7 +1881,7 @@ KERNELS = {
 # ---------------------------------------------------------------------------------------------
 # combining partials (serial; work proportional to the output)
 # ---------------------------------------------------------------------------------------------
-@njit
+@njit(fastmath=False)
 def _combined_sum(out_total, out_comp, k, nchunks):
     """The compensated sum of the chunk partials of output k, in chunk order."""
     total = 0.0
@@ -1827,7 +1913,7 @@ def key_to_float64(key, carrier):
     """The float64 value of a float_key of an element of a ``carrier`` array (a type witness)."""
 
 
-@overload(key_to_float64)
+@overload(key_to_float64, jit_options={"fastmath": False})
 def _key_to_float64_impl(key, carrier):
     width = carrier.dtype.bitwidth
     magnitude_mask = (1 << (width - 1)) - 1
@@ -1864,7 +1950,7 @@ def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
         store_rounded(result, k, m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m)
 
 
-@njit
+@njit(fastmath=False)
 def _int_mean(low, high, count):
     """The 128-bit two's-complement sum (low, high) divided by ``count`` (uint64), truncated toward
     zero, as uint64 two's-complement bits."""

@@ -275,24 +275,73 @@ def test_narrow_tiles_read_as_wide_rows_count_every_row_once(dtype, shape):
         assert_matches(getattr(numred, op)(x, 1), expected(op, x, 1), op)
 
 
-@pytest.mark.parametrize("n", [63, 64, 71, 1001])
+@pytest.mark.parametrize("n", [16, 32, 63, 64, 71, 1001])
 @pytest.mark.parametrize("step", [2, 3, -2])
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64,
+                                   np.int32, np.int64, np.uint32, np.uint64])
 def test_strided_rows_count_every_element_once(dtype, step, n):
-    # Rows whose elements are a step apart (x[:, ::2]) are summed one row per task, float32 runs of
-    # 64 or more in _kernels.STRIDED_LANES interleaved sums with the 0-7 elements left added alone.
-    # The last used element of each row is large and every unused one larger, so a dropped tail
-    # element or any element read in between or past the run shows beyond rounding; some rows carry
-    # NaN or inf.
+    # Rows whose elements are a step apart (x[:, ::2]) are summed one row per task: float32 and
+    # integer runs of 64 or more in _kernels.STRIDED_LANES interleaved sums with the 0-7 elements
+    # left added alone, float64 ones of 32 or more (STRIDED_SPLIT_MIN_RUN) split in four
+    # interleaved sums with the 0-3 left added alone. The last used element of each row is large
+    # and every unused one larger, so a dropped tail element or any element read in between or
+    # past the run shows beyond rounding; some float rows carry NaN or inf.
     n_rows = max(40, -(-(1 << 15) // n))  # parallel-sized
     rng = np.random.default_rng(n * 7 + step)
-    wide = rng.uniform(-1, 1, size=(n_rows, abs(step) * n)).astype(dtype)
+    if np.dtype(dtype).kind in "iu":
+        low = 0 if np.dtype(dtype).kind == "u" else -30
+        wide = rng.integers(low, 30, size=(n_rows, abs(step) * n)).astype(dtype)
+    else:
+        wide = rng.uniform(-1, 1, size=(n_rows, abs(step) * n)).astype(dtype)
     x = wide[:, ::step]
     assert x.shape == (n_rows, n)
     used = np.zeros(wide.shape, bool)
     used[:, ::step] = True
     wide[~used] = 1000
     x[:, -1] = 48
-    x[3, 5], x[4, 6], x[5, 7] = np.nan, np.inf, -np.inf
+    if np.dtype(dtype).kind not in "iu":
+        x[3, 5], x[4, 6], x[5, 7] = np.nan, np.inf, -np.inf
     for op in ("reduce_mean", "reduce_sum_square", "reduce_log_sum_exp"):
         assert_matches(getattr(numred, op)(x, 1), expected(op, x, 1), f"{op} n={n} step={step}")
+
+
+def test_every_kernel_function_states_its_fastmath_flags():
+    # Numba compiles a function whose fastmath flags are unset with the flags of the caller that
+    # first compiles it: _split and _neumaier, error-free transformations, had come out with
+    # reassoc and contract when a FASTMATH loop compiled them first, and strict otherwise.
+    import inspect
+    from numba.core.registry import CPUDispatcher
+    from numred import _kernels
+    dispatchers = {name: obj for name, obj in vars(_kernels).items() if isinstance(obj, CPUDispatcher)}
+    for table in (_kernels.KERNELS, _kernels.SERIAL_FLOAT_SUMS):
+        for name, variants in table.items():
+            for variant in (variants if isinstance(variants, tuple) else (variants,)):
+                if isinstance(variant, CPUDispatcher):
+                    dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
+    assert len(dispatchers) > 50
+    assert [name for name, d in dispatchers.items() if "fastmath" not in d.targetoptions] == []
+    source = inspect.getsource(_kernels)
+    overloads = [line for line in source.splitlines() if line.startswith("@overload(")]
+    assert len(overloads) > 10
+    assert [line for line in overloads if "jit_options" not in line] == []
+
+
+def test_split_and_neumaier_stay_exact_when_a_fastmath_loop_compiles_them():
+    # The IR of each, compiled (or reused) for a FASTMATH caller, has no reassociating arithmetic,
+    # and _split's parts are exact: high a multiple of ulp(sigma) / 2, high + low the term itself.
+    from numba import njit
+    from numred import _kernels
+    @njit(fastmath=_kernels.FASTMATH)
+    def caller(term, sigma):
+        high, low = _kernels._split(term, sigma)
+        total, comp = _kernels._neumaier(1.0, 0.0, sigma * 2.0**-70)
+        return high, low, total, comp
+    term, sigma = 1.0 + 2.0**-50, 2.0**10
+    high, low, total, comp = caller(term, sigma)
+    half_ulp = math.ulp(sigma) / 2
+    assert high % half_ulp == 0 and high + low == term and low != 0.0
+    assert total == 1.0 and comp == 2.0**-60
+    for function in (_kernels._split, _kernels._neumaier):
+        for signature, ir in function.inspect_llvm().items():
+            arithmetic = [line for line in ir.splitlines() if any(op in line for op in (" fadd ", " fsub ", " fmul "))]
+            assert arithmetic and not [line for line in arithmetic if "reassoc" in line], (function, signature)
