@@ -1051,7 +1051,7 @@ def _float_rows_for(mode):
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
         block = compensation_block(src)
-        if (mode != SUM_EXP and 1 < step and kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
+        if (mode != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
                 and not (mode == SUM_SQUARES and src.itemsize == 2 and not reads_pairs(src))):
             # Columns of a strided view (x[:, ::2] over axis 0): the outputs lie along each row, so
             # whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed

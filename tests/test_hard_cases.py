@@ -307,20 +307,21 @@ def test_strided_rows_count_every_element_once(dtype, step, n):
 
 
 @pytest.mark.parametrize("n_rows", [100, 130, 1100, 5000])
-@pytest.mark.parametrize("step", [2, 3])
+@pytest.mark.parametrize("step", [2, 3, -2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n_rows):
     # Columns of a strided view (x[:, ::step] over axis 0) of 128 rows or more are read whole row
     # by whole row (_kernels.COLUMN_MIN_ROWS), in up to 16 chunks of the rows whose partial sums
     # are added after, float64 folded compensated every 256 rows within a chunk; 100 rows keep one
-    # output at a time. Each column has its own magnitude and every unused element is far larger,
+    # output at a time, and so do reversed views. Each column has its own magnitude and every unused element is far larger,
     # so a column summed in its neighbour's place, an element read twice or skipped, or a chunk
     # dropped shows beyond rounding; some columns carry NaN or inf. The chunks are fixed by the
     # shape, so one thread and two give the same bits.
     from threads import with_threads
     n_cols = 37
     rng = np.random.default_rng(n_rows + step)
-    wide = (rng.uniform(-1, 1, size=(n_rows, step * n_cols)) * np.repeat(np.arange(1, n_cols + 1), step)).astype(dtype)
+    magnitudes = np.repeat(np.arange(1, n_cols + 1), abs(step))
+    wide = (rng.uniform(-1, 1, size=(n_rows, abs(step) * n_cols)) * magnitudes).astype(dtype)
     x = wide[:, ::step]
     used = np.zeros(wide.shape, bool)
     used[:, ::step] = True
