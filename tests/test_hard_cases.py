@@ -305,7 +305,6 @@ def test_strided_rows_count_every_element_once(dtype, step, n):
         assert_matches(getattr(numred, op)(x, 1), expected(op, x, 1), f"{op} n={n} step={step}")
 
 
-
 @pytest.mark.parametrize("n_rows", [100, 130, 1100, 5000])
 @pytest.mark.parametrize("step", [2, 3, -2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
@@ -313,10 +312,10 @@ def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n
     # Columns of a strided view (x[:, ::step] over axis 0) of 128 rows or more are read whole row
     # by whole row (_kernels.COLUMN_MIN_ROWS), in up to 16 chunks of the rows whose partial sums
     # are added after, float64 folded compensated every 256 rows within a chunk; 100 rows keep one
-    # output at a time, and so do reversed views. Each column has its own magnitude and every unused element is far larger,
-    # so a column summed in its neighbour's place, an element read twice or skipped, or a chunk
-    # dropped shows beyond rounding; some columns carry NaN or inf. The chunks are fixed by the
-    # shape, so one thread and two give the same bits.
+    # output at a time, and so do reversed views. Each column has its own magnitude and every unused
+    # element is far larger, so a column summed in its neighbour's place, an element read twice or
+    # skipped, or a chunk dropped shows beyond rounding; some columns carry NaN or inf. The chunks
+    # are fixed by the shape, so one thread and two give the same bits.
     from threads import with_threads
     n_cols = 37
     rng = np.random.default_rng(n_rows + step)
@@ -333,6 +332,7 @@ def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n
         assert_matches(got, expected(op, x, 0), f"{op} rows={n_rows} step={step}")
         one_thread = with_threads(1, getattr(numred, op), x, 0)
         assert np.array_equal(np.asarray(got).view(np.uint8), np.asarray(one_thread).view(np.uint8)), op
+
 
 def test_every_kernel_function_states_its_fastmath_flags():
     # Numba compiles a function whose fastmath flags are unset with the flags of the caller that
