@@ -162,13 +162,15 @@ def test_bfloat16_long_run_quarters_read_in_pairs():
 
 
 @pytest.mark.parametrize("shape", [(331, 100), (67, 511), (67, 512), (35, 1000)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.uint32, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint32,
+                                   np.int64])
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
 def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opname, dtype, shape):
     # Contiguous rows of a parallel-sized input (above 2**15 elements) are summed four rows per pass
     # or one row after another, by dtype and row length (_kernels._rows_together: 32-bit integer rows
     # switch at 512 elements on AMD Zen), with 1-3 rows left after the last four-row pass (row counts
-    # 4k + 3). Each row gets its own magnitude, so a row summed twice, skipped, or stored in its
+    # 4k + 3); float64 rows take two passes below 512 elements and one from the row before's sigma
+    # from 512 on. Each row gets its own magnitude, so a row summed twice, skipped, or stored in its
     # neighbour's place shows; float rows end in NaN, inf or -inf in the last rows. (Float magnitudes
     # stay in [1, 2): float16 sums of squares of 1000 such values are finite.)
     rng = np.random.default_rng(shape[1])
@@ -283,9 +285,11 @@ def test_strided_rows_count_every_element_once(dtype, step, n):
     # Rows whose elements are a step apart (x[:, ::2]) are summed one row per task: float32 and
     # integer runs of 64 or more in _kernels.STRIDED_LANES interleaved sums with the 0-7 elements
     # left added alone, float64 ones of 32 or more (STRIDED_SPLIT_MIN_RUN) split in four
-    # interleaved sums with the 0-3 left added alone. The last used element of each row is large
+    # interleaved sums with the 0-3 left added alone, or, every other element, over the whole span
+    # with the parts of the elements in between zeroed. The last used element of each row is large
     # and every unused one larger, so a dropped tail element or any element read in between or
-    # past the run shows beyond rounding; some float rows carry NaN or inf.
+    # past the run shows beyond rounding; some float rows carry NaN or inf, and others carry them
+    # between their elements, where they must not count.
     n_rows = max(40, -(-(1 << 15) // n))  # parallel-sized
     rng = np.random.default_rng(n * 7 + step)
     if np.dtype(dtype).kind in "iu":
@@ -301,6 +305,9 @@ def test_strided_rows_count_every_element_once(dtype, step, n):
     x[:, -1] = 48
     if np.dtype(dtype).kind not in "iu":
         x[3, 5], x[4, 6], x[5, 7] = np.nan, np.inf, -np.inf
+        for row, value in ((6, np.nan), (7, np.inf), (8, -np.inf)):
+            unused = np.flatnonzero(~used[row])
+            wide[row, unused[len(unused) // 2]] = value  # between the row's first and last element
     for op in ("reduce_mean", "reduce_sum_square", "reduce_log_sum_exp"):
         assert_matches(getattr(numred, op)(x, 1), expected(op, x, 1), f"{op} n={n} step={step}")
 

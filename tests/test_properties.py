@@ -598,7 +598,8 @@ def test_float64_error_no_worse_than_numpy_pairwise(kind):
 # float64 sums and sums of squares along runs are nearly exact (_kernels._float64_run): within one
 # rounding plus n * 2**-100 of the sum of the terms' magnitudes, where NumPy's pairwise sum and a
 # plain vectorised one err by up to about 2**-53 of it times a factor growing with n. Cancelling data
-# (sums some 1e-16 of sum |x|), in random order and in sorted halves, along rows (long, strided, short).
+# (sums some 1e-16 of sum |x|), in random order and in sorted halves, along rows (long, strided, every
+# other element, short).
 @pytest.mark.parametrize("order", ["shuffled", "halves"])
 @pytest.mark.parametrize("seed", range(4))
 def test_float64_sums_along_runs_are_nearly_exact(seed, order):
@@ -608,19 +609,23 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
     if order == "shuffled":
         x = rng.permuted(x, axis=1)
     F = oracle.Fraction
-    for view in (x, x[:, ::3], x[:, :37]):
+    for view in (x, x[:, ::3], x[:, ::2], x[:, :37]):
         rows = [[F(v) for v in row] for row in view.tolist()]
         for opname in ("reduce_mean", "reduce_sum_square"):
             got = FUNCS[opname](view, [1], keepdims=0)
             for k, row in enumerate(rows):
                 if opname == "reduce_mean":
-                    exact = sum(row, F(0)) / len(row)
+                    # the sum rounded, then divided and rounded again: half an ulp of each
+                    exact_sum = sum(row, F(0))
+                    exact = exact_sum / len(row)
                     bound = sum(abs(v) for v in row) / len(row)
+                    roundings = (oracle.ulp(exact_sum, np.float64) / len(row) + oracle.ulp(exact, np.float64)) / 2
                 else:  # the squares rounded as NumPy's np.square rounds them, then summed
                     squares = [F(float(v * v)) for v in row]
                     exact, bound = sum(squares, F(0)), sum(squares, F(0))
+                    roundings = oracle.ulp(exact, np.float64) / 2
                 err = abs(F(float(got[k])) - exact)
-                assert err <= oracle.ulp(exact, np.float64) + len(row) * F(2) ** -100 * bound, \
+                assert err <= roundings + len(row) * F(2) ** -100 * bound, \
                     f"{opname} {order} row {k} of {view.shape}: error {float(err):.3g}, exact {float(exact):.6g}"
 
 
@@ -628,12 +633,15 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
 # the piece before, in the same row or the row before in the same task, and must notice when it is
 # wrong: here the magnitude jumps by 2**+-40 from row to row and within rows (both a sigma far too
 # small, which would make the high parts inexact, and one far too large, which would make the low
-# parts inexact), and NaN or inf arrives after finite pieces.
-def test_float64_split_sums_notice_magnitude_jumps():
+# parts inexact), and NaN or inf arrives after finite pieces. Rows of one piece are split-summed
+# without the general row's compensated additions, from the sigma of the row before.
+@pytest.mark.parametrize("pieces", [3, 1])
+def test_float64_split_sums_notice_magnitude_jumps(pieces):
     from numred._kernels import SPLIT_PIECE
 
     rng = np.random.default_rng(7)
-    n_rows, n = 64, 3 * SPLIT_PIECE - 300  # 64 rows: tasks of four rows; three equal pieces per row
+    n_rows = 64  # tasks of four rows; three equal pieces per row, or one
+    n = 3 * SPLIT_PIECE - 300 if pieces == 3 else SPLIT_PIECE - 100
     piece = -(-n // 3)
     half = rng.random((n_rows, n // 2)) * 2.0 ** rng.integers(-40, 41, size=(n_rows, 1))
     x = np.concatenate([half, -rng.permuted(half, axis=1) * (1 + 2.0**-40)], axis=1)
