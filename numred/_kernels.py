@@ -827,6 +827,11 @@ def _float_run(src, offset, n, step, mode, shift):
             for i in range(n):
                 acc += exp_nonpositive(as_float64(run[i]) - shift)
     else:
+        if mode != SUM_EXP and step == 2 and n >= EVERY_OTHER_MIN_RUN:
+            # every other element, read over the whole span (_every_other_sum): in-process against
+            # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
+            # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
+            return _every_other_sum(src[offset:offset + 2 * n - 1], n, mode, shift)
         if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
             # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
             # vectorised, and as one chain of dependent additions every other or every third element
@@ -869,6 +874,23 @@ def _float_run(src, offset, n, step, mode, shift):
 
 STRIDED_LANES = 8
 STRIDED_LANES_MIN_RUN = 64
+EVERY_OTHER_MIN_RUN = 16  # (rows of 16: 0.64-0.85x the time; shorter ones were not measured)
+
+
+@njit(fastmath=FASTMATH)
+def _every_other_sum(span, n, mode, shift):
+    """_float_run's plain float64 sum (SUM or SUM_SQUARES) of every other element of ``span`` (2n - 1
+    elements), as _split_pass_every_other reads them: the whole span, vectorised, the terms of the
+    elements in between zeroed by their bits."""
+    acc = 0.0
+    if mode == SUM:  # the term zeroed, not the element: a float32 one became a masked load (2x the time)
+        for i in range(2 * n - 1):
+            acc += _kept_if(as_float64(span[i]) * shift, (i & 1) - 1)
+        return acc
+    for i in range(2 * n - 1):
+        v = as_float64(span[i])
+        acc += _kept_if(v * v, (i & 1) - 1)
+    return acc
 
 
 @njit(fastmath=FASTMATH)
