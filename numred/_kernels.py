@@ -1332,6 +1332,14 @@ def _halves_run_impl(src, offset, n, step):
                 run = src[offset:offset + n]
                 for i in range(n):
                     total += np.int64(run[i])
+            elif step == 2 and n >= EVERY_OTHER_MIN_RUN:
+                # every other element over the whole span, the others zeroed, as _every_other_sum
+                # (vectorised): 4000x3000, 1000x2000, 300x8000 and 100000x64 int32 and uint32 rows
+                # 0.21-0.65x the time of the lanes below, 64-bit ones (wide) 0.24-0.51x but 1.0-1.1x
+                # on 4000x3000 (memory-bound), sums of squares (_squares_run) 0.18-0.55x
+                span = src[offset:offset + 2 * n - 1]
+                for i in range(2 * n - 1):
+                    total += np.int64(span[i]) & ((i & 1) - 1)
             elif step > 0 and n >= STRIDED_LANES_MIN_RUN:
                 # in lanes, as _float_run's float32 runs: as one chain, every other element of
                 # 4000x3000 int32, int64 and uint64 rows took 2.4-3.3x as long (in the L3 cache,
@@ -1361,6 +1369,12 @@ def _halves_run_impl(src, offset, n, step):
             for i in range(n):
                 low += as_bits(run[i]) & _U64(0xFFFFFFFF)
                 high += high_half(run[i])
+        elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as the narrow branch
+            span = src[offset:offset + 2 * n - 1]
+            for i in range(2 * n - 1):
+                keep = (i & 1) - 1
+                low += as_bits(span[i]) & _U64(0xFFFFFFFF) & _U64(keep)
+                high += high_half(span[i]) & keep
         elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
             run = src[offset:offset + (n - 1) * step + 1:step]
             low_lanes = np.zeros(STRIDED_LANES, _U64)
@@ -1398,6 +1412,10 @@ def _squares_run(src, offset, n, step):
         run = src[offset:offset + n]
         for i in range(n):
             total += square_bits(run[i])
+    elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as halves_run
+        span = src[offset:offset + 2 * n - 1]
+        for i in range(2 * n - 1):
+            total += square_bits(span[i]) & _U64((i & 1) - 1)
     elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
         run = src[offset:offset + (n - 1) * step + 1:step]
         lanes = np.zeros(STRIDED_LANES, _U64)

@@ -285,8 +285,8 @@ def test_strided_rows_count_every_element_once(dtype, step, n):
     # Rows whose elements are a step apart (x[:, ::2]) are summed one row per task: float32 and
     # integer runs of 64 or more in _kernels.STRIDED_LANES interleaved sums with the 0-7 elements
     # left added alone, float64 ones of 32 or more (STRIDED_SPLIT_MIN_RUN) split in four
-    # interleaved sums with the 0-3 left added alone; every other element of float rows (16 or more,
-    # float64 32 or more) over the whole span with the terms of the elements in between zeroed. The
+    # interleaved sums with the 0-3 left added alone; every other element of 16 or more (float64:
+    # 32) over the whole span with the terms of the elements in between zeroed. The
     # last used element of each row is large and every unused one larger, so a dropped tail element
     # or any element read in between or past the run shows beyond rounding; some float rows carry
     # NaN or inf, and others carry them between their elements, where they must not count.
