@@ -682,7 +682,7 @@ def _kept_if(value, keep):
 
 @njit(fastmath=FASTMATH)
 def _split_pass_every_other(run, n, mode, sigma):
-    """_split_pass over every other element as one pass over the whole span, run[0 : 2 * n - 1], with
+    """_split_pass over every other element as one pass over the whole span (every_other_span), with
     the parts of the elements in between zeroed by their bits (so that their NaN or inf never
     enters). The span lies inside the input's buffer (src spans all the memory the input touches),
     and this loop is vectorised where a strided one is not: every other element of float64 rows ran
@@ -692,11 +692,12 @@ def _split_pass_every_other(run, n, mode, sigma):
     The parts are zeroed, not the elements: LLVM made an element zeroed by bits or selected a
     masked load, which from memory took 2.5x as long per row as the strided loop (AMD Zen 5). Nor
     for every third or fourth element: i % 3 was not vectorised, every fourth took 1.2-3x as long."""
+    span = min(2 * n, run.size)  # (every_other_span)
     high = 0.0
     low = 0.0
     if mode == SUM:
         squares = 0.0
-        for i in range(2 * n - 1):
+        for i in range(span):
             keep = (i & 1) - 1  # all ones for even i, 0 for odd
             x = run[i]
             part_high, part_low = _split(x, sigma)
@@ -704,7 +705,7 @@ def _split_pass_every_other(run, n, mode, sigma):
             low += _kept_if(part_low, keep)
             squares += _kept_if(x * x, keep)
         return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
-    for i in range(2 * n - 1):
+    for i in range(span):
         keep = (i & 1) - 1
         part_high, part_low = _split(_float64_term(run[i], mode, 1.0), sigma)
         high += _kept_if(part_high, keep)
@@ -831,7 +832,7 @@ def _float_run(src, offset, n, step, mode, shift):
             # every other element, read over the whole span (_every_other_sum): in-process against
             # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
             # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
-            return _every_other_sum(src[offset:offset + 2 * n - 1], n, mode, shift)
+            return _every_other_sum(src[offset:offset + every_other_span(src, offset, n)], mode, shift)
         if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
             # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
             # vectorised, and as one chain of dependent additions every other or every third element
@@ -877,17 +878,27 @@ STRIDED_LANES_MIN_RUN = 64
 EVERY_OTHER_MIN_RUN = 16  # (rows of 16: 0.64-0.85x the time; shorter ones were not measured)
 
 
+@njit(fastmath=False)
+def every_other_span(src, offset, n):
+    """How many elements from src[offset] on to read for every other element of n: 2n where src has
+    them (the element after the last one is read and dropped, so that the span is a whole number of
+    vector iterations for n a multiple of 16: every other element of 100000x64 rows took 0.69-0.80x
+    the time of spans of 2n - 1, whose last 31 elements took a scalar loop; float32, float64,
+    bfloat16, int32 and int64 means), else 2n - 1."""
+    return min(2 * n, src.size - offset)
+
+
 @njit(fastmath=FASTMATH)
-def _every_other_sum(span, n, mode, shift):
-    """_float_run's plain float64 sum (SUM or SUM_SQUARES) of every other element of ``span`` (2n - 1
-    elements), as _split_pass_every_other reads them: the whole span, vectorised, the terms of the
-    elements in between zeroed by their bits."""
+def _every_other_sum(span, mode, shift):
+    """_float_run's plain float64 sum (SUM or SUM_SQUARES) of the even elements of ``span``
+    (every_other_span), as _split_pass_every_other reads them: the whole span, vectorised, the
+    terms of the elements in between zeroed by their bits."""
     acc = 0.0
     if mode == SUM:  # the term zeroed, not the element: a float32 one became a masked load (2x the time)
-        for i in range(2 * n - 1):
+        for i in range(span.size):
             acc += _kept_if(as_float64(span[i]) * shift, (i & 1) - 1)
         return acc
-    for i in range(2 * n - 1):
+    for i in range(span.size):
         v = as_float64(span[i])
         acc += _kept_if(v * v, (i & 1) - 1)
     return acc
@@ -1337,8 +1348,8 @@ def _halves_run_impl(src, offset, n, step):
                 # (vectorised): 4000x3000, 1000x2000, 300x8000 and 100000x64 int32 and uint32 rows
                 # 0.21-0.65x the time of the lanes below, 64-bit ones (wide) 0.24-0.51x but 1.0-1.1x
                 # on 4000x3000 (memory-bound), sums of squares (_squares_run) 0.18-0.55x
-                span = src[offset:offset + 2 * n - 1]
-                for i in range(2 * n - 1):
+                span = src[offset:offset + every_other_span(src, offset, n)]
+                for i in range(span.size):
                     total += np.int64(span[i]) & ((i & 1) - 1)
             elif step > 0 and n >= STRIDED_LANES_MIN_RUN:
                 # in lanes, as _float_run's float32 runs: as one chain, every other element of
@@ -1370,8 +1381,8 @@ def _halves_run_impl(src, offset, n, step):
                 low += as_bits(run[i]) & _U64(0xFFFFFFFF)
                 high += high_half(run[i])
         elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as the narrow branch
-            span = src[offset:offset + 2 * n - 1]
-            for i in range(2 * n - 1):
+            span = src[offset:offset + every_other_span(src, offset, n)]
+            for i in range(span.size):
                 keep = (i & 1) - 1
                 low += as_bits(span[i]) & _U64(0xFFFFFFFF) & _U64(keep)
                 high += high_half(span[i]) & keep
@@ -1413,8 +1424,8 @@ def _squares_run(src, offset, n, step):
         for i in range(n):
             total += square_bits(run[i])
     elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as halves_run
-        span = src[offset:offset + 2 * n - 1]
-        for i in range(2 * n - 1):
+        span = src[offset:offset + every_other_span(src, offset, n)]
+        for i in range(span.size):
             total += square_bits(span[i]) & _U64((i & 1) - 1)
     elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
         run = src[offset:offset + (n - 1) * step + 1:step]
