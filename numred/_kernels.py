@@ -559,8 +559,10 @@ def _split(term, sigma):
 # parts' error grows with the square of the length: at most about 2**-80 of the sum of |x| here,
 # where NumPy's pairwise sum errs by up to about 2**-53 of it times a growing factor.
 # Runs shorter than SPLIT_PASS_MIN_RUN take two passes (_float64_run_two_pass), whose fixed cost is
-# smaller: in the row kernel, 20000x300 rows took 1.25x and 10000x600 1.0x as long in one pass as
-# in two, 5000x1000 0.75x.
+# smaller: through the general row's calls, 20000x300 rows took 1.25x and 10000x600 1.0x as long in
+# one pass as in two, 5000x1000 0.75x. Rows of ONE_PASS_MIN_ROW elements or more (up to one piece)
+# that float_rows splits directly, without those calls, take one pass: rows of 100 and 200 took
+# 0.77-0.89x the time of two passes, of 300 0.9-1.06x, of 48 and 64 1.2-1.5x (means).
 SPLIT_PIECE = 2048
 ONE_PASS_MIN_ROW = 100
 SPLIT_PASS_MIN_RUN = 512
@@ -1210,8 +1212,9 @@ def _float_rows_for(mode):
                     store_rounded(result, k, (high + low) / divisor)
             return
         if block < NEVER and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
-            # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass), called directly; through
-            # _float_row and _float64_run, 100000x16 rows took 1350 us where this takes 520-600.
+            # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass),
+            # called directly; through _float_row and _float64_run, 100000x16 rows took 1350 us
+            # where this takes 520-600.
             # One rounding of high + low is the whole finish: what a compensated addition of low to
             # high and _finish_sum's total + compensation would give (inf and NaN included), at
             # 0.85x the time of those two calls on 100000x16 rows (kernels alone).
