@@ -1196,10 +1196,14 @@ def _float_rows_for(mode):
         # 72 us in tasks of sixteen rows, 79 in tasks of four, 85 before the one-pass split). At least
         # sixteen tasks remain for the threads.
         rows_per_task = min(16, max(1, n_kept // 16))
-        if block < NEVER and mode != SUM_EXP and scale == 1.0 and ONE_PASS_MIN_ROW <= n_reduced <= SPLIT_PIECE:
+        if (block < NEVER and mode != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
+                and n_reduced >= (ONE_PASS_MIN_ROW if step == 1 else STRIDED_SPLIT_MIN_RUN)):
             # Rows of one split piece, called directly: high + low rounded once is what _float_row's
             # compensated additions and finish give (as for short rows below). Through _float_row,
-            # float64 1000x1000 and 1000x600 rows took 1.2-1.35x the time (in-process A/B).
+            # float64 1000x1000 and 1000x600 rows took 1.2-1.35x the time (in-process A/B). Strided
+            # rows from STRIDED_SPLIT_MIN_RUN on: every other or every third element of 100000x64,
+            # 100000x128, 20000x100 and 100000x96 rows took 0.51-0.76x the time of a bound and a
+            # split pass each (the branch below).
             for task in prange(-(-n_kept // rows_per_task)):
                 sigma = 0.0
                 for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):

@@ -634,17 +634,20 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
 # wrong: here the magnitude jumps by 2**+-40 from row to row and within rows (both a sigma far too
 # small, which would make the high parts inexact, and one far too large, which would make the low
 # parts inexact), and NaN or inf arrives after finite pieces. Rows of one piece are split-summed
-# without the general row's compensated additions, from the sigma of the row before.
-@pytest.mark.parametrize("pieces", [3, 1])
-def test_float64_split_sums_notice_magnitude_jumps(pieces):
+# without the general row's compensated additions, from the sigma of the row before; so are short
+# rows of every other element (read over their whole span).
+@pytest.mark.parametrize("layout", ["three pieces", "one piece", "every other element"])
+def test_float64_split_sums_notice_magnitude_jumps(layout):
     from numred._kernels import SPLIT_PIECE
 
     rng = np.random.default_rng(7)
     n_rows = 64  # tasks of four rows; three equal pieces per row, or one
-    n = 3 * SPLIT_PIECE - 300 if pieces == 3 else SPLIT_PIECE - 100
+    n = {"three pieces": 3 * SPLIT_PIECE - 300, "one piece": SPLIT_PIECE - 100, "every other element": 96}[layout]
     piece = -(-n // 3)
     half = rng.random((n_rows, n // 2)) * 2.0 ** rng.integers(-40, 41, size=(n_rows, 1))
     x = np.concatenate([half, -rng.permuted(half, axis=1) * (1 + 2.0**-40)], axis=1)
+    if layout == "every other element":  # the same values, each followed by a copy the view skips
+        x = np.repeat(x, 2, axis=1)[:, ::2]
     x[::3, piece:2 * piece] *= 2.0**40  # the middle piece of every third row
     x[1::3, piece:2 * piece] *= 2.0**-40
     F = oracle.Fraction
@@ -673,10 +676,11 @@ def test_float64_split_sums_notice_magnitude_jumps(pieces):
                 exact = bound = sum((F(float(v * v)) for v in row), F(0))
             err = abs(F(float(got[k])) - exact)
             assert err <= oracle.ulp(exact, np.float64) + len(row) * F(2) ** -100 * bound, (opname, k)
+    late = min(100, n // 4)
     x[5, n - 1] = np.nan  # in the last piece
-    x[9, n - 100] = np.inf
-    x[9, n - 99] = -np.inf
-    x[13, n - 200] = np.inf
+    x[9, n - late] = np.inf
+    x[9, n - late + 1] = -np.inf
+    x[13, n - 2 * late] = np.inf
     for opname in ("reduce_mean", "reduce_sum_square"):
         got = FUNCS[opname](x, [1], keepdims=0)
         assert np.isnan(got[5]), opname
