@@ -695,7 +695,7 @@ def _split_pass_every_other(run, n, mode, sigma):
     The parts are zeroed, not the elements: LLVM made an element zeroed by bits or selected a
     masked load, which from memory took 2.5x as long per row as the strided loop (AMD Zen 5). Nor
     for every third or fourth element: i % 3 was not vectorised, every fourth took 1.2-3x as long."""
-    span = min(2 * n, run.size)  # (every_other_span)
+    span = every_other_span(run, 0, n)
     high = 0.0
     low = 0.0
     if mode == SUM:
