@@ -14,6 +14,7 @@ element offsets and strides. ``base`` is the offset of the first element of the 
 from __future__ import annotations
 
 import math
+import platform
 
 import numpy as np
 from numba import njit, prange, types
@@ -81,18 +82,19 @@ def _half_bits_to_float64(h):
     return _bits_to_float64(np.int64(bits | sign))
 
 
-def _cpu_converts_halves() -> bool:
-    """Whether the CPU Numba compiles for has F16C: LLVM's half type then converts with one vector
-    instruction, and without it crashes (DESIGN.md). Numba targets the host CPU unless
-    NUMBA_CPU_NAME / NUMBA_CPU_FEATURES name another; its disk cache is keyed by the CPU too."""
+def _cpu_has(feature: str) -> bool:
+    """Whether the CPU Numba compiles for has ``feature`` (LLVM's name: "f16c", "fma"). Numba targets
+    the host CPU unless NUMBA_CPU_NAME / NUMBA_CPU_FEATURES name another; its disk cache is keyed by
+    the CPU too."""
     from numba.core import config
     if config.CPU_NAME or config.CPU_FEATURES:
-        return "+f16c" in (config.CPU_FEATURES or "").split(",")
+        return f"+{feature}" in (config.CPU_FEATURES or "").split(",")
     from llvmlite import binding
-    return bool(binding.get_host_cpu_features().get("f16c", False))
+    return bool(binding.get_host_cpu_features().get(feature, False))
 
 
-CPU_CONVERTS_HALVES = _cpu_converts_halves()
+# With F16C, LLVM's half type converts with one vector instruction; without it, it crashes (DESIGN.md).
+CPU_CONVERTS_HALVES = _cpu_has("f16c")
 
 
 @intrinsic
@@ -544,11 +546,52 @@ def _float64_term(x, mode, shift):
     return x * shift if mode == SUM else x * x
 
 
+# The split passes are bound by their floating-point additions: five per element (two to split, one
+# for the low part, two to accumulate), where the multiply-add units only square for the bound. On
+# AMD Zen 4, whose 512-bit additions take both of its adder pipes, rows of 1000 float64 from the L3
+# cache took 2x the time of a plain sum (torch's mean: 1.25x). Two of the five are therefore done as
+# multiply-adds by 1.0, on the multiply-add pipes: high = fma(sigma + term, 1.0, -sigma) and
+# accumulator += high * 1.0. The values are the same (the product is exact, the sum rounded once, as
+# by an addition); the split pass took 0.66-0.75x the time (2 threads; 1000x1000, 4000x300, 200x1000).
+# The 1.0 comes through an empty assembly block, or LLVM folds the multiply-adds back into additions.
+# Only on x86-64 CPUs with FMA: elsewhere llvm.fma can be a library call, and the block's register
+# constraint is x86's.
+SPLIT_ON_FMA = platform.machine().lower() in ("x86_64", "amd64") and _cpu_has("fma")
+
+
+@intrinsic
+def _opaque_one(typingctx):
+    """1.0 that LLVM cannot see is 1.0 where SPLIT_ON_FMA (the value of an empty assembly block),
+    else a plain 1.0 (which LLVM folds away from ``x * one``)."""
+
+    def codegen(context, builder, signature, args):
+        one = ir.Constant(ir.DoubleType(), 1.0)
+        if not SPLIT_ON_FMA:
+            return one
+        block = ir.InlineAsm(ir.FunctionType(ir.DoubleType(), [ir.DoubleType()]), "", "=x,0")
+        return builder.call(block, [one])
+
+    return types.float64(), codegen
+
+
+@intrinsic
+def _add_on_fma(typingctx, a, one, b):
+    """a + b (``one`` is _opaque_one()'s 1.0), rounded once: fma(a, one, b) where SPLIT_ON_FMA."""
+
+    def codegen(context, builder, signature, args):
+        if SPLIT_ON_FMA:
+            return builder.fma(*args)
+        return builder.fadd(args[0], args[2])
+
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
 @njit(fastmath=False)  # reassociation would fold (sigma + term) - sigma into term, and low into 0
-def _split(term, sigma):
+def _split(term, sigma, one):
     """``term`` as (high, low): high is term rounded to a multiple of ulp(sigma) / 2, for |term| <=
-    sigma a power of two, and low = term - high exactly (Rump, Ogita and Oishi's ExtractScalar)."""
-    high = (sigma + term) - sigma
+    sigma a power of two, and low = term - high exactly (Rump, Ogita and Oishi's ExtractScalar).
+    ``one``: _opaque_one(); the callers add high parts as ``high += part_high * one``."""
+    high = _add_on_fma(sigma + term, one, -sigma)
     return high, term - high
 
 
@@ -643,20 +686,21 @@ def _split_pass(run, n, step, mode, sigma):
         if step == 2 and n > 0:
             return _split_pass_every_other(run, n, mode, sigma)
         return _split_pass_strided(run, n, step, mode, sigma)
+    one = _opaque_one()
     high = 0.0
     low = 0.0
     if mode == SUM:
         squares = 0.0
         for i in range(n):
             x = run[i * step]
-            part_high, part_low = _split(x, sigma)
-            high += part_high
+            part_high, part_low = _split(x, sigma, one)
+            high += part_high * one
             low += part_low
             squares += x * x
         return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
     for i in range(n):
-        part_high, part_low = _split(_float64_term(run[i * step], mode, 1.0), sigma)
-        high += part_high
+        part_high, part_low = _split(_float64_term(run[i * step], mode, 1.0), sigma, one)
+        high += part_high * one
         low += part_low
     return high, low, (high + low) * _BOUND_ROUNDING
 
@@ -696,6 +740,7 @@ def _split_pass_every_other(run, n, mode, sigma):
     masked load, which from memory took 2.5x as long per row as the strided loop (AMD Zen 5). Nor
     for every third or fourth element: i % 3 was not vectorised, every fourth took 1.2-3x as long."""
     span = every_other_span(run, 0, n)
+    one = _opaque_one()
     high = 0.0
     low = 0.0
     if mode == SUM:
@@ -703,15 +748,15 @@ def _split_pass_every_other(run, n, mode, sigma):
         for i in range(span):
             keep = (i & 1) - 1  # all ones for even i, 0 for odd
             x = run[i]
-            part_high, part_low = _split(x, sigma)
-            high += _kept_if(part_high, keep)
+            part_high, part_low = _split(x, sigma, one)
+            high += _kept_if(part_high, keep) * one
             low += _kept_if(part_low, keep)
             squares += _kept_if(x * x, keep)
         return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
     for i in range(span):
         keep = (i & 1) - 1
-        part_high, part_low = _split(_float64_term(run[i], mode, 1.0), sigma)
-        high += _kept_if(part_high, keep)
+        part_high, part_low = _split(_float64_term(run[i], mode, 1.0), sigma, one)
+        high += _kept_if(part_high, keep) * one
         low += _kept_if(part_low, keep)
     return high, low, (high + low) * _BOUND_ROUNDING
 
@@ -724,25 +769,26 @@ def _split_pass_strided(run, n, step, mode, sigma):
     (one per kind) every other element of 4000x3000 float64 rows took 3x as long (one thread).
     The high parts sum exactly in any order, and the low parts' order does not change their error
     bound."""
+    one = _opaque_one()  # (unrolled chains of additions: latency, not the adders, bounds this loop)
     high0 = high1 = high2 = high3 = 0.0
     low0 = low1 = low2 = low3 = 0.0
     squares0 = squares1 = squares2 = squares3 = 0.0  # SUM's bound
     whole = n - n % 4
     for i in range(0, whole, 4):
         x0, x1, x2, x3 = run[i * step], run[(i + 1) * step], run[(i + 2) * step], run[(i + 3) * step]
-        part_high, part_low = _split(_float64_term(x0, mode, 1.0), sigma)
+        part_high, part_low = _split(_float64_term(x0, mode, 1.0), sigma, one)
         high0, low0, squares0 = high0 + part_high, low0 + part_low, squares0 + x0 * x0
-        part_high, part_low = _split(_float64_term(x1, mode, 1.0), sigma)
+        part_high, part_low = _split(_float64_term(x1, mode, 1.0), sigma, one)
         high1, low1, squares1 = high1 + part_high, low1 + part_low, squares1 + x1 * x1
-        part_high, part_low = _split(_float64_term(x2, mode, 1.0), sigma)
+        part_high, part_low = _split(_float64_term(x2, mode, 1.0), sigma, one)
         high2, low2, squares2 = high2 + part_high, low2 + part_low, squares2 + x2 * x2
-        part_high, part_low = _split(_float64_term(x3, mode, 1.0), sigma)
+        part_high, part_low = _split(_float64_term(x3, mode, 1.0), sigma, one)
         high3, low3, squares3 = high3 + part_high, low3 + part_low, squares3 + x3 * x3
     high, low = (high0 + high1) + (high2 + high3), (low0 + low1) + (low2 + low3)
     squares = (squares0 + squares1) + (squares2 + squares3)
     for i in range(whole, n):
         x = run[i * step]
-        part_high, part_low = _split(_float64_term(x, mode, 1.0), sigma)
+        part_high, part_low = _split(_float64_term(x, mode, 1.0), sigma, one)
         high, low, squares = high + part_high, low + part_low, squares + x * x
     if mode == SUM:
         return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
@@ -766,7 +812,7 @@ def _float64_run_two_pass(run, n, step, mode, shift):
     high = 0.0
     low = 0.0
     for i in range(n):
-        part_high, part_low = _split(_float64_term(run[i * step], mode, shift), sigma)
+        part_high, part_low = _split(_float64_term(run[i * step], mode, shift), sigma, 1.0)
         high += part_high
         low += part_low
     return high, low
