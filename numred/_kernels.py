@@ -460,12 +460,13 @@ def _pair_square_sum(run, index):
 STREAMS_MIN_RUN = 1 << 14
 
 
-def _compiles_for_amd_zen() -> bool:
-    """Whether Numba compiles for an AMD Zen core (LLVM's CPU names znver1..5): the host's, unless
-    NUMBA_CPU_NAME names another (the disk cache is keyed by that CPU name too)."""
+def _amd_zen_generation() -> int:
+    """The AMD Zen generation Numba compiles for (LLVM's CPU names znver1..5), 0 for other CPUs: the
+    host's, unless NUMBA_CPU_NAME names another (the disk cache is keyed by that CPU name too)."""
     from numba.core import config
     from llvmlite import binding
-    return (config.CPU_NAME or binding.get_host_cpu_name()).startswith("znver")
+    generation = (config.CPU_NAME or binding.get_host_cpu_name()).removeprefix("znver")
+    return int(generation) if generation.isdigit() else 0
 
 
 # On AMD Zen 5 the opposite held for long rows out of the cache: rows read one after another (one
@@ -476,12 +477,17 @@ def _compiles_for_amd_zen() -> bool:
 # not for float32 (kernels alone, one row at a time: 1000x1000 0.88x the time, 20000x100 0.89x,
 # 300x300 0.95x, 100000x16 0.98x), nor for 32-bit integers in rows of 500 or more (means: 10000x700
 # 0.71x, 1000x1000 0.93x, but 300x300 1.14x; sums of squares: 1000x1000 0.85x, 100000x16 1.13x).
-ONE_STREAM_ROWS = _compiles_for_amd_zen()
+# On AMD Zen 4 long rows out of the cache gained as well (float32 4096x4096 means 0.81x, 32x64x56x56
+# axes [2,3] 0.67x; float16 0.70x and 1.0x), but in the cache four rows together stayed faster for
+# float32 too (one row at a time: 1000x1000, 2000x1000, 6000x300 and 20000x100 means and sums of
+# squares 1.03-1.09x the time) and for 32-bit integer means (1000x1000 1.08x, 2000x1000 1.13x).
+ZEN_GENERATION = _amd_zen_generation()
+ONE_STREAM_ROWS = ZEN_GENERATION > 0
 ONE_STREAM_MIN_ROW = 1024
 ONE_STREAM_MIN_BYTES = 16 << 20
-ONE_STREAM_MIN_FLOAT32_ROW = 0
-ONE_STREAM_MIN_INT32_ROW = 512
 ONE_STREAM_LONG_ROWS_ONLY = 1 << 62  # other dtypes (64-bit integer sums of squares: 1000x1000 1.05x)
+ONE_STREAM_MIN_FLOAT32_ROW = 0 if ZEN_GENERATION >= 5 else ONE_STREAM_LONG_ROWS_ONLY
+ONE_STREAM_MIN_INT32_ROW = 512 if ZEN_GENERATION >= 5 else ONE_STREAM_LONG_ROWS_ONLY
 
 
 @njit(fastmath=False)

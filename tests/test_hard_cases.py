@@ -168,7 +168,7 @@ def test_bfloat16_long_run_quarters_read_in_pairs():
 def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opname, dtype, shape):
     # Contiguous rows of a parallel-sized input (above 2**15 elements) are summed four rows per pass
     # or one row after another, by dtype and row length (_kernels._rows_together: 32-bit integer rows
-    # switch at 512 elements on AMD Zen), with 1-3 rows left after the last four-row pass (row counts
+    # switch at 512 elements on AMD Zen 5), with 1-3 rows left after the last four-row pass (row counts
     # 4k + 3); float64 rows take two passes below 512 elements and one from the row before's sigma
     # from 512 on. Each row gets its own magnitude, so a row summed twice, skipped, or stored in its
     # neighbour's place shows; float rows end in NaN, inf or -inf in the last rows. (Float magnitudes
