@@ -424,6 +424,60 @@ def test_every_float16_bit_pattern_decodes_exactly(cpu, tmp_path):
     assert (means[halves == 0] == 0).all()
 
 
+_FLOAT64_SPLIT_SCRIPT = """
+import numpy as np, numred
+from numred import _kernels
+x = np.load({data!r})
+views = (x, x[:, ::2], x[:, ::3], x[:, :150], x[:, :60])
+results = [numred.reduce_mean(v, [1], keepdims=0) for v in views]
+results += [numred.reduce_sum_square(v, [1], keepdims=0) for v in views]
+print(int(_kernels.SPLIT_ON_FMA))
+np.save({out!r}, np.concatenate(results))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cpu", ["host", "generic"])
+def test_float64_split_sums_are_nearly_exact_with_and_without_fma(cpu, tmp_path):
+    """The float64 split passes do two of their additions as fused multiply-adds by an opaque 1.0
+    where the CPU Numba compiles for has FMA (_kernels.SPLIT_ON_FMA, x86-64), and as plain
+    additions elsewhere (NUMBA_CPU_NAME=generic here, as on CPUs without FMA or not x86). Both
+    must give the nearly exact sums: each row's result between the float64 roundings of its exact
+    sum minus and plus n * 2**-100 * sum |x| (a mean: those divided by n, rounded again). Rows of
+    cancelling data, contiguous (one split piece, and short rows of two passes) and strided (every
+    other and every third element)."""
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(5)
+    half = rng.random((4, 1000)) * 10.0 ** rng.integers(-3, 9, size=(4, 1))
+    x = rng.permuted(np.concatenate([half, -half * (1 + 2.0**-40)], axis=1), axis=1)  # sums far below sum |x|
+    data, out = tmp_path / "x.npy", tmp_path / "sums.npy"
+    np.save(data, x)
+    env = dict(os.environ)
+    if cpu == "generic":
+        env["NUMBA_CPU_NAME"] = "generic"
+    done = subprocess.run([sys.executable, "-c", _FLOAT64_SPLIT_SCRIPT.format(data=str(data), out=str(out))],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    if cpu == "generic":
+        assert done.stdout.strip() == "0", "the generic CPU must take plain additions"
+    got = iter(np.load(out).tolist())
+    views = (x, x[:, ::2], x[:, ::3], x[:, :150], x[:, :60])
+    for opname in ("reduce_mean", "reduce_sum_square"):
+        for view in views:
+            for row in view.tolist():
+                terms = [Fraction(v * v if opname == "reduce_sum_square" else v) for v in row]
+                exact_sum = sum(terms, Fraction(0))
+                slack = len(row) * Fraction(2) ** -100 * sum(abs(t) for t in terms)
+                lowest, highest = float(exact_sum - slack), float(exact_sum + slack)
+                if opname == "reduce_mean":
+                    lowest, highest = float(Fraction(lowest) / len(row)), float(Fraction(highest) / len(row))
+                value = next(got)
+                assert lowest <= value <= highest, (cpu, opname, view.shape, value, lowest, highest)
+
+
 @pytest.mark.parametrize("dtype", [BFLOAT16, np.dtype(np.float16)], ids=str)
 def test_float64_results_round_once_to_16_bit_floats(dtype):
     """The last step of every bfloat16 and float16 reduction: float64 -> dtype in one correct rounding
