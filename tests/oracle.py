@@ -105,6 +105,21 @@ def ulp(a: Fraction, dtype) -> Fraction:
     return Fraction(2) ** (e - p + 1)
 
 
+def nearly_exact_float64_interval(row, opname: str) -> tuple[float, float]:
+    """The float64 results a nearly exact float64 sum along a run may give (_kernels._float64_run):
+    the roundings of the exact sum of the terms minus and plus len(row) * 2**-100 * sum |term|
+    (rounding is monotonic, so every value between them); a mean is that sum divided by n and
+    rounded again. Terms are the float64 values of ``row``, for sums of squares their squares
+    rounded as NumPy's np.square rounds them."""
+    terms = [Fraction(v * v if opname == "reduce_sum_square" else v) for v in row]
+    exact_sum = sum(terms, Fraction(0))
+    slack = len(terms) * Fraction(2) ** -100 * sum(abs(t) for t in terms)
+    lowest, highest = float(exact_sum - slack), float(exact_sum + slack)
+    if opname == "reduce_mean":
+        lowest, highest = float(Fraction(lowest) / len(terms)), float(Fraction(highest) / len(terms))
+    return lowest, highest
+
+
 def max_finite(dtype) -> Fraction:
     p, _, emax = float_format(dtype)
     return (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax

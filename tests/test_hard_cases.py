@@ -170,9 +170,10 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
     # or one row after another, by dtype and row length (_kernels._rows_together: 32-bit integer rows
     # switch at 512 elements on AMD Zen 5), with 1-3 rows left after the last four-row pass (row counts
     # 4k + 3); float64 rows take two passes below 100 elements and one from the row before's sigma
-    # from 100 on (_kernels.ONE_PASS_MIN_ROW). Each row gets its own magnitude, so a row summed twice, skipped, or stored in its
-    # neighbour's place shows; float rows end in NaN, inf or -inf in the last rows. (Float magnitudes
-    # stay in [1, 2): float16 sums of squares of 1000 such values are finite.)
+    # from 100 on (_kernels.ONE_PASS_MIN_ROW). Each row gets its own magnitude, so a row summed
+    # twice, skipped, or stored in its neighbour's place shows; float rows end in NaN, inf or -inf
+    # in the last rows. (Float magnitudes stay in [1, 2): float16 sums of squares of 1000 such
+    # values are finite.)
     rng = np.random.default_rng(shape[1])
     if np.dtype(dtype).kind in "iu":
         x = (rng.integers(0, 1000, size=shape) * np.arange(1, shape[0] + 1)[:, None]).astype(dtype)

@@ -609,21 +609,11 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
     x = np.concatenate([half, -rng.permuted(half, axis=1) * (1 + 2.0**-40)], axis=1)  # sums far below sum|x|
     if order == "shuffled":
         x = rng.permuted(x, axis=1)
-    F = oracle.Fraction
     for view in (x, x[:, ::3], x[:, ::2], x[:, :37]):
-        rows = [[F(v) for v in row] for row in view.tolist()]
         for opname in ("reduce_mean", "reduce_sum_square"):
             got = FUNCS[opname](view, [1], keepdims=0)
-            for k, row in enumerate(rows):
-                if opname == "reduce_sum_square":  # the squares rounded as NumPy's np.square rounds them
-                    row = [F(float(v * v)) for v in row]
-                exact_sum = sum(row, F(0))
-                slack = len(row) * F(2) ** -100 * sum(abs(v) for v in row)
-                # the float64 values the sum can round to, from exact_sum - slack to exact_sum + slack
-                # (rounding is monotonic); a mean is that sum divided by n, rounded again
-                lowest, highest = float(exact_sum - slack), float(exact_sum + slack)
-                if opname == "reduce_mean":
-                    lowest, highest = float(F(lowest) / len(row)), float(F(highest) / len(row))
+            for k, row in enumerate(view.tolist()):
+                lowest, highest = oracle.nearly_exact_float64_interval(row, opname)
                 assert lowest <= got[k] <= highest, \
                     f"{opname} {order} row {k} of {view.shape}: {got[k]!r} outside [{lowest!r}, {highest!r}]"
 

@@ -442,8 +442,7 @@ def test_float64_split_sums_are_nearly_exact_with_and_without_fma(cpu, tmp_path)
     """The float64 split passes do two of their additions as fused multiply-adds by an opaque 1.0
     where the CPU Numba compiles for has FMA (_kernels.SPLIT_ON_FMA, x86-64), and as plain
     additions elsewhere (NUMBA_CPU_NAME=generic here, as on CPUs without FMA or not x86). Both
-    must give the nearly exact sums: each row's result between the float64 roundings of its exact
-    sum minus and plus n * 2**-100 * sum |x| (a mean: those divided by n, rounded again). Rows of
+    must give the nearly exact sums (oracle.nearly_exact_float64_interval). Rows of
     cancelling data, contiguous (one split piece, and short rows of two passes) and strided (every
     other and every third element)."""
     import os
@@ -468,12 +467,7 @@ def test_float64_split_sums_are_nearly_exact_with_and_without_fma(cpu, tmp_path)
     for opname in ("reduce_mean", "reduce_sum_square"):
         for view in views:
             for row in view.tolist():
-                terms = [Fraction(v * v if opname == "reduce_sum_square" else v) for v in row]
-                exact_sum = sum(terms, Fraction(0))
-                slack = len(row) * Fraction(2) ** -100 * sum(abs(t) for t in terms)
-                lowest, highest = float(exact_sum - slack), float(exact_sum + slack)
-                if opname == "reduce_mean":
-                    lowest, highest = float(Fraction(lowest) / len(row)), float(Fraction(highest) / len(row))
+                lowest, highest = oracle.nearly_exact_float64_interval(row, opname)
                 value = next(got)
                 assert lowest <= value <= highest, (cpu, opname, view.shape, value, lowest, highest)
 
