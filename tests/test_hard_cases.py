@@ -39,7 +39,9 @@ def test_leading_axis_maxima_are_per_column(dtype):
 
 
 @pytest.mark.parametrize(
-    "shape,axes", [((5, 300), 0), ((300, 5), 0), ((7, 9, 11), (0, 2)), ((2, 5000), 0), ((1001, 4), 0), ((999, 3), 0)]
+    "shape,axes",
+    [((5, 300), 0), ((300, 5), 0), ((7, 9, 11), (0, 2)), ((2, 5000), 0), ((1001, 4), 0), ((999, 3), 0),
+     ((2000, 16), 0)],  # (serial tiles of rows read eight at a time)
 )
 @pytest.mark.parametrize("dtype", [np.int32, np.uint64, np.float16, np.float64])
 def test_leading_axis_all_ops_match_oracle(shape, axes, dtype):
@@ -84,6 +86,19 @@ def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):
     out = numred.reduce_mean(x, 0, keepdims=0)
     for j in range(3):
         total = sum(int(v) * int(c) for v, c in zip(*np.unique(x[:, j], return_counts=True)))
+        exact = abs(total) // n * (1 if total >= 0 else -1)
+        assert int(out[j]) == exact, (j, int(out[j]), exact)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_32bit_tile_means_past_the_float64_limit_on_random_data(dtype):
+    # Past K.EXACT_FLOAT_INT_COUNT rows, 32-bit tile means are exact integer sums, reading eight wide
+    # rows at a time (and the rows after the last eight in fours and ones); every row must count once.
+    n = (1 << 20) + 1001
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(11).integers(info.min, info.max, size=(n, 3), endpoint=True, dtype=dtype)
+    out = numred.reduce_mean(x, 0, keepdims=0)
+    for j, total in enumerate(x.astype(np.int64).sum(axis=0).tolist()):  # exact: |total| < 2**53
         exact = abs(total) // n * (1 if total >= 0 else -1)
         assert int(out[j]) == exact, (j, int(out[j]), exact)
 
