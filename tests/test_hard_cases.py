@@ -92,8 +92,9 @@ def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32])
 def test_32bit_tile_means_past_the_float64_limit_on_random_data(dtype):
-    # Past K.EXACT_FLOAT_INT_COUNT rows, 32-bit tile means are exact integer sums, reading eight wide
-    # rows at a time (and the rows after the last eight in fours and ones); every row must count once.
+    # Past numred._kernels.EXACT_FLOAT_INT_COUNT rows, 32-bit tile means are exact integer sums that
+    # read eight wide rows per pass (the rows after the last eight in smaller passes); every row must
+    # count once.
     n = (1 << 20) + 1001
     info = np.iinfo(dtype)
     x = np.random.default_rng(11).integers(info.min, info.max, size=(n, 3), endpoint=True, dtype=dtype)
