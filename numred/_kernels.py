@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
+from numba.np.arrayobj import populate_array
 from numba.np.numpy_support import as_dtype
 
 from ._runtime import entry
@@ -38,6 +39,43 @@ BLOCK = 256
 NEVER = 1 << 62  # the compensation block of narrower floats
 
 _U64 = np.uint64
+
+
+@intrinsic
+def _view(typingctx, src, start, stop):
+    """src[start:stop] for 0 <= start <= stop <= len(src), without a slice's bounds arithmetic
+    (clamping, negative starts) and without a reference to src's memory (as _borrowed). Short float64
+    rows handed to their split sums as slices took 1.2-1.7x the time of these views (100000x16,
+    20000x100; 2 threads, AMD Zen 4), where LLVM did not inline the call for the slice."""
+
+    def codegen(context, builder, signature, args):
+        whole = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(signature.return_type)(context, builder)
+        populate_array(view, data=builder.gep(whole.data, [args[1]]), shape=[builder.sub(args[2], args[1])],
+                       strides=[whole.itemsize], itemsize=whole.itemsize, meminfo=None)
+        return view._getvalue()
+
+    if not (isinstance(src, types.Array) and src.ndim == 1 and src.layout == "C"):
+        return None
+    return src(src, types.intp, types.intp), codegen
+
+
+@intrinsic
+def _borrowed(typingctx, array):
+    """``array`` as a borrowed reference: the same array without its memory's reference count, so
+    that what Numba increments and decrements around every call it is handed to, and for every
+    slice of it, is nothing. Those counts are atomic: with two threads handing the same input to a
+    call per row, the two cores fought over the count's cache line, and float64 100000x16 means
+    took 2x the time (AMD Zen 4). Each kernel borrows its arguments while the caller holds them."""
+
+    def codegen(context, builder, signature, args):
+        borrowed = context.make_array(signature.args[0])(context, builder, args[0])
+        borrowed.meminfo = ir.Constant(borrowed.meminfo.type, None)
+        return borrowed._getvalue()
+
+    if not isinstance(array, types.Array):
+        return None
+    return array(array), codegen
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,10 +543,10 @@ def _rows_together(src, n_kept, n_reduced, min_row):
 def _float_runs4(src, first, gap, n, mode, shift):
     """The plain float64 sums (SUM or SUM_SQUARES, as in _float_run) of four contiguous runs of
     ``n`` elements starting ``gap`` apart, read together: four memory streams."""
-    a = src[first:first + n]
-    b = src[first + gap:first + gap + n]
-    c = src[first + 2 * gap:first + 2 * gap + n]
-    d = src[first + 3 * gap:first + 3 * gap + n]
+    a = _view(src, first, first + n)
+    b = _view(src, first + gap, first + gap + n)
+    c = _view(src, first + 2 * gap, first + 2 * gap + n)
+    d = _view(src, first + 3 * gap, first + 3 * gap + n)
     s0 = 0.0
     s1 = 0.0
     s2 = 0.0
@@ -644,12 +682,13 @@ def _float64_run(src, offset, n, step, mode, shift, sigma):
     # one-pass split: its passes over them run four sums each (_split_pass_strided).
     if shift == 1.0 and (n >= SPLIT_PASS_MIN_RUN or step != 1):
         if step == 1:
-            return _float64_one_pass(src[offset:offset + n], n, 1, mode, sigma)
-        return _float64_one_pass(src[offset:], n, step, mode, sigma)  # (step may be 0: a broadcast axis)
+            return _float64_one_pass(_view(src, offset, offset + n), n, 1, mode, sigma)
+        # (step may be 0: a broadcast axis)
+        return _float64_one_pass(_view(src, offset, len(src)), n, step, mode, sigma)
     if step == 1:
-        high, low = _float64_run_two_pass(src[offset:offset + n], n, 1, mode, shift)
+        high, low = _float64_run_two_pass(_view(src, offset, offset + n), n, 1, mode, shift)
     else:
-        high, low = _float64_run_two_pass(src[offset:], n, step, mode, shift)
+        high, low = _float64_run_two_pass(_view(src, offset, len(src)), n, step, mode, shift)
     return high, low, 0.0
 
 
@@ -865,7 +904,7 @@ def _float_run(src, offset, n, step, mode, shift):
         offset += 4 * quarter
         n -= 4 * quarter
     if step == 1:
-        run = src[offset:offset + n]
+        run = _view(src, offset, offset + n)
         if reads_pairs(src) and mode != SUM_EXP:  # bfloat16: two elements per load (pair_values)
             pairs = 0.0
             if mode == SUM:
@@ -893,7 +932,7 @@ def _float_run(src, offset, n, step, mode, shift):
             # every other element, read over the whole span (_every_other_sum): in-process against
             # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
             # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
-            return _every_other_sum(src[offset:offset + every_other_span(src, offset, n)], mode, shift)
+            return _every_other_sum(_view(src, offset, offset + every_other_span(src, offset, n)), mode, shift)
         if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
             # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
             # vectorised, and as one chain of dependent additions every other or every third element
@@ -972,15 +1011,15 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
     run. Several rows per call cut the traffic to ``acc``: eight instead of four took 0.79-0.84x the
     time on 32x64x56x56 float32 axis 1 (in-process A/B; float16 and float64 unchanged)."""
     shift = maxima[k0:k0 + width]  # used by SUM_EXP only
-    r0 = src[offset:offset + width]
+    r0 = _view(src, offset, offset + width)
     if nrows == 8:
-        r1 = src[offset + step:offset + step + width]
-        r2 = src[offset + 2 * step:offset + 2 * step + width]
-        r3 = src[offset + 3 * step:offset + 3 * step + width]
-        r4 = src[offset + 4 * step:offset + 4 * step + width]
-        r5 = src[offset + 5 * step:offset + 5 * step + width]
-        r6 = src[offset + 6 * step:offset + 6 * step + width]
-        r7 = src[offset + 7 * step:offset + 7 * step + width]
+        r1 = _view(src, offset + step, offset + step + width)
+        r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+        r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
+        r4 = _view(src, offset + 4 * step, offset + 4 * step + width)
+        r5 = _view(src, offset + 5 * step, offset + 5 * step + width)
+        r6 = _view(src, offset + 6 * step, offset + 6 * step + width)
+        r7 = _view(src, offset + 7 * step, offset + 7 * step + width)
         if mode == SUM:
             for w in range(width):
                 acc[w] += (((as_float64(r0[w]) + as_float64(r1[w])) + (as_float64(r2[w]) + as_float64(r3[w])))
@@ -992,9 +1031,9 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
                 e, f, g, h = as_float64(r4[w]), as_float64(r5[w]), as_float64(r6[w]), as_float64(r7[w])
                 acc[w] += ((a * a + b * b) + (c * c + d * d)) + ((e * e + f * f) + (g * g + h * h))
     elif nrows == 4:
-        r1 = src[offset + step:offset + step + width]
-        r2 = src[offset + 2 * step:offset + 2 * step + width]
-        r3 = src[offset + 3 * step:offset + 3 * step + width]
+        r1 = _view(src, offset + step, offset + step + width)
+        r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+        r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
         if mode == SUM:
             for w in range(width):
                 acc[w] += ((as_float64(r0[w]) + as_float64(r1[w])) + (as_float64(r2[w]) + as_float64(r3[w]))) * scale
@@ -1070,6 +1109,8 @@ def _float_sums_for(mode):
         ``result[k]`` itself (see _finish_sum): with many outputs a separate serial finishing pass
         would cost as much as the reduction. Otherwise the chunk partials go to out_total/out_comp
         for _finish_* to combine (also with one chunk: the integer log-sum-exp finishes its own way)."""
+        src, maxima, result = _borrowed(src), _borrowed(maxima), _borrowed(result)
+        out_total, out_comp = _borrowed(out_total), _borrowed(out_comp)
         kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
@@ -1168,7 +1209,7 @@ COLUMN_MIN_ROWS = 128
 @njit(fastmath=False)
 def _add_strided_row(acc, src, origin, stride, mode, scale):
     """acc[k] += the term (SUM: x * scale, SUM_SQUARES: x * x) of src[origin + k * stride], each k."""
-    row = src[origin:]
+    row = _view(src, origin, len(src))
     if mode == SUM:
         for k in range(acc.size):
             acc[k] += as_float64(row[k * stride]) * scale
@@ -1185,6 +1226,7 @@ def _float_rows_for(mode):
     long again as rows of 100-1000 elements themselves; here only the run is left."""
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
+        src, maxima, result = _borrowed(src), _borrowed(maxima), _borrowed(result)
         block = compensation_block(src)
         if (mode != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
                 and not (mode == SUM_SQUARES and src.itemsize == 2 and not reads_pairs(src))):
@@ -1263,15 +1305,23 @@ def _float_rows_for(mode):
             # rows from STRIDED_SPLIT_MIN_RUN on: every other or every third element of 100000x64,
             # 100000x128, 20000x100 and 100000x96 rows took 0.51-0.76x the time of a bound and a
             # split pass each (the branch below).
+            # One call of each split function per loop (here and below): LLVM inlines a function
+            # called once, and a call for each step in one loop left both not inlined: 100000x16
+            # float64 rows took 1.4x the time (2 threads, AMD Zen 4).
+            if step == 1:
+                for task in prange(-(-n_kept // rows_per_task)):
+                    sigma = 0.0
+                    for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                        origin = base + k * kept_stride
+                        high, low, sigma = _float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
+                                                             mode, sigma)
+                        store_rounded(result, k, (high + low) / divisor)
+                return
             for task in prange(-(-n_kept // rows_per_task)):
                 sigma = 0.0
                 for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                     origin = base + k * kept_stride
-                    if step == 1:
-                        high, low, sigma = _float64_one_pass(src[origin:origin + n_reduced], n_reduced, 1, mode,
-                                                             sigma)
-                    else:
-                        high, low, sigma = _float64_one_pass(src[origin:], n_reduced, step, mode, sigma)
+                    high, low, sigma = _float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
                     store_rounded(result, k, (high + low) / divisor)
             return
         if block < NEVER and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
@@ -1281,12 +1331,15 @@ def _float_rows_for(mode):
             # One rounding of high + low is the whole finish: what a compensated addition of low to
             # high and _finish_sum's total + compensation would give (inf and NaN included), at
             # 0.85x the time of those two calls on 100000x16 rows (kernels alone).
+            if step == 1:
+                for k in prange(n_kept):
+                    origin = base + k * kept_stride
+                    high, low = _float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
+                    store_rounded(result, k, (high + low) / divisor)
+                return
             for k in prange(n_kept):
                 origin = base + k * kept_stride
-                if step == 1:
-                    high, low = _float64_run_two_pass(src[origin:origin + n_reduced], n_reduced, 1, mode, scale)
-                else:
-                    high, low = _float64_run_two_pass(src[origin:], n_reduced, step, mode, scale)
+                high, low = _float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
                 store_rounded(result, k, (high + low) / divisor)
             return
         for task in prange(-(-n_kept // rows_per_task)):
@@ -1308,6 +1361,7 @@ def _float_tiles_for(mode):
     0.70-0.88x on 32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B)."""
 
     def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, result):
+        src, result = _borrowed(src), _borrowed(result)
         tiles_per_row = (n_inner + tile - 1) // tile
         for task in prange(n_outer * tiles_per_row):
             outer = np.int64(task) // tiles_per_row  # a prange index may be unsigned
@@ -1404,7 +1458,7 @@ def _halves_run_impl(src, offset, n, step):
                 offset += 4 * quarter
                 n -= 4 * quarter
             if step == 1:
-                run = src[offset:offset + n]
+                run = _view(src, offset, offset + n)
                 for i in range(n):
                     total += np.int64(run[i])
             elif step == 2 and n >= EVERY_OTHER_MIN_RUN:
@@ -1412,7 +1466,7 @@ def _halves_run_impl(src, offset, n, step):
                 # (vectorised): 4000x3000, 1000x2000, 300x8000 and 100000x64 int32 and uint32 rows
                 # 0.21-0.65x the time of the lanes below, 64-bit ones (wide) 0.24-0.51x but 1.0-1.1x
                 # on 4000x3000 (memory-bound), sums of squares (_squares_run) 0.18-0.55x
-                span = src[offset:offset + every_other_span(src, offset, n)]
+                span = _view(src, offset, offset + every_other_span(src, offset, n))
                 for i in range(span.size):
                     total += np.int64(span[i]) & ((i & 1) - 1)
             elif step > 0 and n >= STRIDED_LANES_MIN_RUN:
@@ -1440,12 +1494,12 @@ def _halves_run_impl(src, offset, n, step):
         low = _U64(0)
         high = np.int64(0)
         if step == 1:
-            run = src[offset:offset + n]
+            run = _view(src, offset, offset + n)
             for i in range(n):
                 low += as_bits(run[i]) & _U64(0xFFFFFFFF)
                 high += high_half(run[i])
         elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as the narrow branch
-            span = src[offset:offset + every_other_span(src, offset, n)]
+            span = _view(src, offset, offset + every_other_span(src, offset, n))
             for i in range(span.size):
                 keep = (i & 1) - 1
                 low += as_bits(span[i]) & _U64(0xFFFFFFFF) & _U64(keep)
@@ -1484,11 +1538,11 @@ def _squares_run(src, offset, n, step):
         offset += 4 * quarter
         n -= 4 * quarter
     if step == 1:
-        run = src[offset:offset + n]
+        run = _view(src, offset, offset + n)
         for i in range(n):
             total += square_bits(run[i])
     elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as halves_run
-        span = src[offset:offset + every_other_span(src, offset, n)]
+        span = _view(src, offset, offset + every_other_span(src, offset, n))
         for i in range(span.size):
             total += square_bits(span[i]) & _U64((i & 1) - 1)
     elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
@@ -1557,14 +1611,14 @@ def _int_columns8(src, start, step, width, squares, low_acc, high_acc):
     Against four rows per pass, in-process A/B: 32x64x56x56 axis 1 sums of squares, int32 0.83x and
     uint32 0.88x the time; 4194304x4 axis 0 means (past EXACT_FLOAT_INT_COUNT rows), int32
     0.73-0.89x and uint32 0.83-0.86x (AMD Zen 4); serial 2000x16 axis 0 means 0.87-0.90x."""
-    r0 = src[start:start + width]
-    r1 = src[start + step:start + step + width]
-    r2 = src[start + 2 * step:start + 2 * step + width]
-    r3 = src[start + 3 * step:start + 3 * step + width]
-    r4 = src[start + 4 * step:start + 4 * step + width]
-    r5 = src[start + 5 * step:start + 5 * step + width]
-    r6 = src[start + 6 * step:start + 6 * step + width]
-    r7 = src[start + 7 * step:start + 7 * step + width]
+    r0 = _view(src, start, start + width)
+    r1 = _view(src, start + step, start + step + width)
+    r2 = _view(src, start + 2 * step, start + 2 * step + width)
+    r3 = _view(src, start + 3 * step, start + 3 * step + width)
+    r4 = _view(src, start + 4 * step, start + 4 * step + width)
+    r5 = _view(src, start + 5 * step, start + 5 * step + width)
+    r6 = _view(src, start + 6 * step, start + 6 * step + width)
+    r7 = _view(src, start + 7 * step, start + 7 * step + width)
     if squares:
         for i in range(width):
             low_acc[i] += ((square_bits(r0[i]) + square_bits(r1[i])) + (square_bits(r2[i]) + square_bits(r3[i]))) + (
@@ -1627,6 +1681,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
     With one chunk per output the task finishes it into ``result`` (uint64 bits): the exact mean
     over ``count`` elements, or the wrapping sum of squares. Otherwise the partials go to out_low and
     out_high for finish_int_mean / finish_int_squares."""
+    src, out_low, out_high, result = _borrowed(src), _borrowed(out_low), _borrowed(out_high), _borrowed(result)
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -1664,14 +1719,15 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
                         span = 8 * m
                     elif n - j >= 4 * m:  # four: a quarter of the traffic of one
                         wide = m * width
-                        _int_columns4(src[start:start + wide], src[start + m * step:start + m * step + wide],
-                                      src[start + 2 * m * step:start + 2 * m * step + wide],
-                                      src[start + 3 * m * step:start + 3 * m * step + wide],
+                        _int_columns4(_view(src, start, start + wide),
+                                      _view(src, start + m * step, start + m * step + wide),
+                                      _view(src, start + 2 * m * step, start + 2 * m * step + wide),
+                                      _view(src, start + 3 * m * step, start + 3 * m * step + wide),
                                       squares, low_acc, high_acc)
                         span = 4 * m
                     else:
                         span = m if n - j >= m else 1  # m back-to-back rows read as one wide row
-                        _int_columns(src[start:start + span * width], squares, low_acc, high_acc)
+                        _int_columns(_view(src, start, start + span * width), squares, low_acc, high_acc)
                     j += span
                     rows += span
                     if rows >= HALVES_BLOCK:
@@ -1693,10 +1749,10 @@ def _int_runs4(src, first, gap, n, squares):
     """Four contiguous runs of ``n`` elements ``gap`` apart, read together as in _float_runs4: their
     wrapping sums of squares (``squares``) or, for data of 32 bits or fewer and n <= HALVES_BLOCK,
     their exact sums as int64 two's-complement bits."""
-    a = src[first:first + n]
-    b = src[first + gap:first + gap + n]
-    c = src[first + 2 * gap:first + 2 * gap + n]
-    d = src[first + 3 * gap:first + 3 * gap + n]
+    a = _view(src, first, first + n)
+    b = _view(src, first + gap, first + gap + n)
+    c = _view(src, first + 2 * gap, first + 2 * gap + n)
+    d = _view(src, first + 3 * gap, first + 3 * gap + n)
     if squares:
         s0 = _U64(0)
         s1 = _U64(0)
@@ -1726,6 +1782,7 @@ def _int_rows_for(squares):
     uint64 two's-complement bits; storing them into the input dtype keeps the low bits."""
 
     def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
+        src, result = _borrowed(src), _borrowed(result)
         count = _U64(n_reduced)
         min_row = ONE_STREAM_MIN_INT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
         if (step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK
@@ -1826,7 +1883,7 @@ def _max_run(src, offset, n, step, float_bits, best, top_magnitude):
     # A contiguous run is read through a slice: indexing src[offset + i] keeps a negative-index check
     # per element, and the loop is not vectorised.
     if step == 1:
-        run = src[offset:offset + n]
+        run = _view(src, offset, offset + n)
         if float_bits:
             for i in range(n):
                 best = max(best, float_key(run[i]))
@@ -1849,11 +1906,11 @@ def _max_run(src, offset, n, step, float_bits, best, top_magnitude):
 def _max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude):
     """best[w], top_magnitude[w] updated (as in _max_run) with element w of ``nrows`` (1 or 4)
     contiguous rows of a tile."""
-    r0 = src[offset:offset + width]
+    r0 = _view(src, offset, offset + width)
     if nrows == 4:
-        r1 = src[offset + step:offset + step + width]
-        r2 = src[offset + 2 * step:offset + 2 * step + width]
-        r3 = src[offset + 3 * step:offset + 3 * step + width]
+        r1 = _view(src, offset + step, offset + step + width)
+        r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+        r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
         if float_bits:
             for w in range(width):
                 best[w] = max(max(best[w], max(float_key(r0[w]), float_key(r1[w]))),
@@ -1879,6 +1936,7 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
     Tiles as in float_sums. Everything before the widening stays in src's own type (float_key): with
     the allocations gone from one-output tasks, the maxima of 1000x1000 took 0.13-0.50x the time
     (float16 axis 0 to int32 axis 1; 2 threads, in-process A/B) and log-sum-exp 0.66-0.90x."""
+    src, out_max, out_nans = _borrowed(src), _borrowed(out_max), _borrowed(out_nans)
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -1930,6 +1988,7 @@ def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_red
     read back. ``keys`` is src's memory viewed as signed integers (max_keys). Separate max_keys and
     float_rows passes took 2.6 ms on 100000x16 float32 (torch: 1.6 ms), most of it the per-row set-up
     of the general max kernel."""
+    src, keys, result = _borrowed(src), _borrowed(keys), _borrowed(result)
     carrier = src[:0]
     for k in prange(n_kept):
         origin = base + k * kept_stride
@@ -1943,6 +2002,7 @@ def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_m
     """Integer log-sum-exp of the single-run layout, the max and the sum of each row in one task (as
     float_rows_log_sum_exp), into ``result`` of the input dtype; False if a result does not fit it
     (``type_max``), for the caller to raise (as serial_int_log_sum_exp)."""
+    src, result = _borrowed(src), _borrowed(result)
     fits = np.empty(n_kept, dtype=np.bool_)
     for k in prange(n_kept):
         origin = base + k * kept_stride
@@ -1980,7 +2040,7 @@ def _int_exp_run(src, offset, n, step, top):
     """Sum of exp(x - top) over one run of integers (a slice when contiguous, as in _max_run)."""
     total = 0.0
     if step == 1:
-        run = src[offset:offset + n]
+        run = _view(src, offset, offset + n)
         for i in range(n):
             total += exp_of_minus_distance(run[i], top)
     else:
@@ -2030,6 +2090,8 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
     Without partial arrays (size 0; one chunk per output) the task finishes its outputs itself
     (_int_log_sum_exp) into ``result`` and ``fits``, as float_sums does: the separate serial finishing
     pass took 0.8 ms of a 3.4 ms int32 log-sum-exp over 32x64x56x56 axis 1 (100352 outputs)."""
+    src, maxima, result = _borrowed(src), _borrowed(maxima), _borrowed(result)
+    out_total, fits = _borrowed(out_total), _borrowed(fits)
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -2062,10 +2124,10 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
                     _int_exp_columns4(src, offset + j * step, m * step, wide, tops, acc)
                     j += 4 * m
                 while n - j >= m:
-                    _int_exp_columns(src[offset + j * step:offset + j * step + wide], tops, acc)
+                    _int_exp_columns(_view(src, offset + j * step, offset + j * step + wide), tops, acc)
                     j += m
                 while j < n:
-                    _int_exp_columns(src[offset + j * step:offset + j * step + width], tops, acc)
+                    _int_exp_columns(_view(src, offset + j * step, offset + j * step + width), tops, acc)
                     j += 1
                 pos += n
             for j0 in range(width, wide, width):  # the m accumulators of each column
@@ -2088,10 +2150,10 @@ def _int_exp_columns(row, tops, acc):
 @njit(fastmath=FASTMATH)
 def _int_exp_columns4(src, offset, step, width, tops, acc):
     """acc[w] += the exp(x - tops[w]) of element w of four rows ``step`` apart (as _float_columns)."""
-    r0 = src[offset:offset + width]
-    r1 = src[offset + step:offset + step + width]
-    r2 = src[offset + 2 * step:offset + 2 * step + width]
-    r3 = src[offset + 3 * step:offset + 3 * step + width]
+    r0 = _view(src, offset, offset + width)
+    r1 = _view(src, offset + step, offset + step + width)
+    r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+    r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
     for w in range(width):
         top = tops[w]
         acc[w] += (exp_of_minus_distance(r0[w], top) + exp_of_minus_distance(r1[w], top)) + (
@@ -2273,6 +2335,7 @@ def _serial_float_sums_for(mode):
 
     def serial_float_sums(src, base, dims, kept_ndim, tile, divisor, result):
         """Results into ``result``; False if any is not finite (the float64 mean then retries scaled)."""
+        src, result = _borrowed(src), _borrowed(result)
         if mode == SUM:  # a compile-time constant: the other branch is pruned
             _float_sum_serial(src, base, dims, kept_ndim, 1, tile, 1.0, np.empty(0), np.empty(0), np.empty(0),
                               divisor, result)
