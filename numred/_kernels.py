@@ -66,7 +66,9 @@ def _borrowed(typingctx, array):
     that what Numba increments and decrements around every call it is handed to, and for every
     slice of it, is nothing. Those counts are atomic: with two threads handing the same input to a
     call per row, the two cores fought over the count's cache line, and float64 100000x16 means
-    took 2x the time (AMD Zen 4). Each kernel borrows its arguments while the caller holds them."""
+    took 2x the time (AMD Zen 4). Each kernel borrows the arrays it reads while the caller holds
+    them, never one it writes: Numba takes the borrowed array for a new one of the kernel's own, and
+    drops a parallel loop whose only effect is to store into it (int_rows then wrote nothing)."""
 
     def codegen(context, builder, signature, args):
         borrowed = context.make_array(signature.args[0])(context, builder, args[0])
@@ -649,9 +651,11 @@ def _split(term, sigma, one):
 # smaller: through the general row's calls, 20000x300 rows took 1.25x and 10000x600 1.0x as long in
 # one pass as in two, 5000x1000 0.75x. Rows of ONE_PASS_MIN_ROW elements or more (up to one piece)
 # that float_rows splits directly, without those calls, take one pass: rows of 100 and 200 took
-# 0.77-0.89x the time of two passes, of 300 0.9-1.06x, of 48 and 64 1.2-1.5x (means).
+# 0.77-0.89x the time of two passes, of 300 0.9-1.06x. Rows of 48-96 took 0.68-1.06x the time in
+# one pass once the split functions were inlined (float_rows; before, 48 and 64 took 1.2-1.5x);
+# of 16 and 24, 1.1-2.7x (2 threads, Zen 4, in-process A/B, means and sums of squares).
 SPLIT_PIECE = 2048
-ONE_PASS_MIN_ROW = 100
+ONE_PASS_MIN_ROW = 48
 SPLIT_PASS_MIN_RUN = 512
 # Strided rows in float_rows take one split pass from the row before's sigma (_float64_one_pass) from
 # this length on, where _float64_run_two_pass's two single chains were faster for shorter ones (every
@@ -1109,8 +1113,7 @@ def _float_sums_for(mode):
         ``result[k]`` itself (see _finish_sum): with many outputs a separate serial finishing pass
         would cost as much as the reduction. Otherwise the chunk partials go to out_total/out_comp
         for _finish_* to combine (also with one chunk: the integer log-sum-exp finishes its own way)."""
-        src, maxima, result = _borrowed(src), _borrowed(maxima), _borrowed(result)
-        out_total, out_comp = _borrowed(out_total), _borrowed(out_comp)
+        src, maxima = _borrowed(src), _borrowed(maxima)
         kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
@@ -1226,7 +1229,7 @@ def _float_rows_for(mode):
     long again as rows of 100-1000 elements themselves; here only the run is left."""
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
-        src, maxima, result = _borrowed(src), _borrowed(maxima), _borrowed(result)
+        src, maxima = _borrowed(src), _borrowed(maxima)
         block = compensation_block(src)
         if (mode != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
                 and not (mode == SUM_SQUARES and src.itemsize == 2 and not reads_pairs(src))):
@@ -1361,7 +1364,7 @@ def _float_tiles_for(mode):
     0.70-0.88x on 32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B)."""
 
     def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, result):
-        src, result = _borrowed(src), _borrowed(result)
+        src = _borrowed(src)
         tiles_per_row = (n_inner + tile - 1) // tile
         for task in prange(n_outer * tiles_per_row):
             outer = np.int64(task) // tiles_per_row  # a prange index may be unsigned
@@ -1681,7 +1684,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
     With one chunk per output the task finishes it into ``result`` (uint64 bits): the exact mean
     over ``count`` elements, or the wrapping sum of squares. Otherwise the partials go to out_low and
     out_high for finish_int_mean / finish_int_squares."""
-    src, out_low, out_high, result = _borrowed(src), _borrowed(out_low), _borrowed(out_high), _borrowed(result)
+    src = _borrowed(src)
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -1782,7 +1785,7 @@ def _int_rows_for(squares):
     uint64 two's-complement bits; storing them into the input dtype keeps the low bits."""
 
     def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
-        src, result = _borrowed(src), _borrowed(result)
+        src = _borrowed(src)
         count = _U64(n_reduced)
         min_row = ONE_STREAM_MIN_INT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
         if (step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK
@@ -1936,7 +1939,7 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
     Tiles as in float_sums. Everything before the widening stays in src's own type (float_key): with
     the allocations gone from one-output tasks, the maxima of 1000x1000 took 0.13-0.50x the time
     (float16 axis 0 to int32 axis 1; 2 threads, in-process A/B) and log-sum-exp 0.66-0.90x."""
-    src, out_max, out_nans = _borrowed(src), _borrowed(out_max), _borrowed(out_nans)
+    src = _borrowed(src)
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -1988,7 +1991,7 @@ def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_red
     read back. ``keys`` is src's memory viewed as signed integers (max_keys). Separate max_keys and
     float_rows passes took 2.6 ms on 100000x16 float32 (torch: 1.6 ms), most of it the per-row set-up
     of the general max kernel."""
-    src, keys, result = _borrowed(src), _borrowed(keys), _borrowed(result)
+    src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
     for k in prange(n_kept):
         origin = base + k * kept_stride
@@ -2002,7 +2005,7 @@ def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_m
     """Integer log-sum-exp of the single-run layout, the max and the sum of each row in one task (as
     float_rows_log_sum_exp), into ``result`` of the input dtype; False if a result does not fit it
     (``type_max``), for the caller to raise (as serial_int_log_sum_exp)."""
-    src, result = _borrowed(src), _borrowed(result)
+    src = _borrowed(src)
     fits = np.empty(n_kept, dtype=np.bool_)
     for k in prange(n_kept):
         origin = base + k * kept_stride
@@ -2090,8 +2093,7 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
     Without partial arrays (size 0; one chunk per output) the task finishes its outputs itself
     (_int_log_sum_exp) into ``result`` and ``fits``, as float_sums does: the separate serial finishing
     pass took 0.8 ms of a 3.4 ms int32 log-sum-exp over 32x64x56x56 axis 1 (100352 outputs)."""
-    src, maxima, result = _borrowed(src), _borrowed(maxima), _borrowed(result)
-    out_total, fits = _borrowed(out_total), _borrowed(fits)
+    src, maxima = _borrowed(src), _borrowed(maxima)
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
@@ -2335,7 +2337,7 @@ def _serial_float_sums_for(mode):
 
     def serial_float_sums(src, base, dims, kept_ndim, tile, divisor, result):
         """Results into ``result``; False if any is not finite (the float64 mean then retries scaled)."""
-        src, result = _borrowed(src), _borrowed(result)
+        src = _borrowed(src)
         if mode == SUM:  # a compile-time constant: the other branch is pruned
             _float_sum_serial(src, base, dims, kept_ndim, 1, tile, 1.0, np.empty(0), np.empty(0), np.empty(0),
                               divisor, result)

@@ -177,7 +177,7 @@ def test_bfloat16_long_run_quarters_read_in_pairs():
         assert_matches(getattr(numred, op)(x[1:]), expected(op, x[1:]))  # from an odd element
 
 
-@pytest.mark.parametrize("shape", [(331, 100), (67, 511), (67, 512), (35, 1000)])
+@pytest.mark.parametrize("shape", [(700, 47), (700, 48), (331, 100), (67, 511), (67, 512), (35, 1000)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint32,
                                    np.int64])
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
@@ -185,8 +185,8 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
     # Contiguous rows of a parallel-sized input (above 2**15 elements) are summed four rows per pass
     # or one row after another, by dtype and row length (_kernels._rows_together: 32-bit integer rows
     # switch at 512 elements on AMD Zen 5), with 1-3 rows left after the last four-row pass (row counts
-    # 4k + 3); float64 rows take two passes below 100 elements and one from the row before's sigma
-    # from 100 on (_kernels.ONE_PASS_MIN_ROW). Each row gets its own magnitude, so a row summed
+    # 4k + 3); float64 rows take two passes below 48 elements and one from the row before's sigma
+    # from 48 on (_kernels.ONE_PASS_MIN_ROW). Each row gets its own magnitude, so a row summed
     # twice, skipped, or stored in its neighbour's place shows; float rows end in NaN, inf or -inf
     # in the last rows. (Float magnitudes stay in [1, 2): float16 sums of squares of 1000 such
     # values are finite.)

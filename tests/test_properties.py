@@ -624,14 +624,17 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
 # small, which would make the high parts inexact, and one far too large, which would make the low
 # parts inexact), and NaN or inf arrives after finite pieces. Rows of one piece are split-summed
 # without the general row's compensated additions, from the sigma of the row before; so are short
-# rows of every other element (read over their whole span).
-@pytest.mark.parametrize("layout", ["three pieces", "one piece", "every other element"])
+# rows of every other element (read over their whole span), and contiguous rows from
+# _kernels.ONE_PASS_MIN_ROW elements on (600 rows of 64: a parallel-sized input).
+@pytest.mark.parametrize("layout", ["three pieces", "one piece", "every other element", "short rows"])
 def test_float64_split_sums_notice_magnitude_jumps(layout):
-    from numred._kernels import SPLIT_PIECE
+    from numred._kernels import ONE_PASS_MIN_ROW, SPLIT_PIECE
 
     rng = np.random.default_rng(7)
-    n_rows = 64  # tasks of four rows; three equal pieces per row, or one
-    n = {"three pieces": 3 * SPLIT_PIECE - 300, "one piece": SPLIT_PIECE - 100, "every other element": 96}[layout]
+    n_rows = 600 if layout == "short rows" else 64  # tasks of four rows; three equal pieces per row, or one
+    n = {"three pieces": 3 * SPLIT_PIECE - 300, "one piece": SPLIT_PIECE - 100, "every other element": 96,
+         "short rows": 64}[layout]
+    assert layout != "short rows" or n >= ONE_PASS_MIN_ROW
     piece = -(-n // 3)
     half = rng.random((n_rows, n // 2)) * 2.0 ** rng.integers(-40, 41, size=(n_rows, 1))
     x = np.concatenate([half, -rng.permuted(half, axis=1) * (1 + 2.0**-40)], axis=1)
