@@ -684,8 +684,10 @@ def test_float64_split_sums_notice_magnitude_jumps(layout):
 # of at most 256 terms each, folded into compensated totals; short rows are read as "wide rows" of
 # several rows at once, with one accumulator per column and position. Cancelling columns, exact
 # oracle: within one rounding plus 2**-44 (2 * 256 * 2**-53) of the sum of |x|; NumPy's row-by-row
-# column sums err by up to n * 2**-53 of it.
-@pytest.mark.parametrize("shape, axes", [((150000, 4), [0]), ((3000, 64), [0]), ((40, 75, 64), [0, 1])])
+# column sums err by up to n * 2**-53 of it. Columns of fewer than 256 rows are never folded (their
+# plain sums are the totals), 256 rows are folded once (16x4096, 255x200, 256x200).
+@pytest.mark.parametrize("shape, axes", [((150000, 4), [0]), ((3000, 64), [0]), ((40, 75, 64), [0, 1]),
+                                         ((16, 4096), [0]), ((255, 200), [0]), ((256, 200), [0])])
 def test_float64_column_sums_fold_their_accumulators(shape, axes):
     rng = np.random.default_rng(11)
     x = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)
