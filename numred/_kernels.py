@@ -524,6 +524,10 @@ def _amd_zen_generation() -> int:
 # squares 1.03-1.09x the time) and for 32-bit integer means (1000x1000 1.08x, 2000x1000 1.13x).
 ZEN_GENERATION = _amd_zen_generation()
 ONE_STREAM_ROWS = ZEN_GENERATION > 0
+# The same held for long runs cut into quarters (STREAMS_MIN_RUN) on AMD Zen 4: read as one stream
+# each, whole float32 arrays (4096x4096, 8192x16384) and 4x4194304 rows took 0.85-0.99x the time, and
+# float16, bfloat16 and 32-bit integers 0.85-0.98x (int64 0.91-1.01x; in-process A/B, interleaved).
+QUARTER_LONG_RUNS = not ONE_STREAM_ROWS
 ONE_STREAM_MIN_ROW = 1024
 ONE_STREAM_MIN_BYTES = 16 << 20
 ONE_STREAM_LONG_ROWS_ONLY = 1 << 62  # other dtypes (64-bit integer sums of squares: 1000x1000 1.05x)
@@ -902,7 +906,7 @@ def _float_run(src, offset, n, step, mode, shift):
     """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
     scale), x * x (SUM_SQUARES), or exp(x - shift) (SUM_EXP; shift is the max)."""
     acc = 0.0
-    if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN:  # a long memory-bound run: quarters
+    if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # a long memory-bound run: quarters
         quarter = n // 4
         s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode, shift)
         acc = (s0 + s1) + (s2 + s3)
@@ -1463,7 +1467,7 @@ def _halves_run_impl(src, offset, n, step):
         # per element instead of two halves; the halves are split off the total at the end
         def narrow(src, offset, n, step):
             total = np.int64(0)
-            if step == 1 and n >= 4 * STREAMS_MIN_RUN:  # a long run: four streams, as _float_run
+            if step == 1 and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # four streams, as _float_run
                 quarter = n // 4
                 sums = _int_runs4(src, offset, quarter, quarter, False)
                 total = np.int64((sums[0] + sums[1]) + (sums[2] + sums[3]))  # exact: |total| < 2**62
@@ -1543,7 +1547,7 @@ def _halves_run_impl(src, offset, n, step):
 def _squares_run(src, offset, n, step):
     """Sum of x * x modulo 2**64 over one run, as uint64 (a local accumulator: vectorises)."""
     total = _U64(0)
-    if step == 1 and n >= 4 * STREAMS_MIN_RUN:  # a long run: four streams, as _float_run
+    if step == 1 and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # four streams, as _float_run
         quarter = n // 4
         sums = _int_runs4(src, offset, quarter, quarter, True)
         total = (sums[0] + sums[1]) + (sums[2] + sums[3])
