@@ -91,7 +91,7 @@ def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64
                                            result)
         return result, finite
     _run_float_sums(plan, src, mode, result, scale=scale, divisor=divisor)
-    return result, not check_finite or bool(np.isfinite(result).all())
+    return result, not check_finite or K.all_finite(result)
 
 
 # float dtype -> (signed integer dtype viewing its bits, the bits of +inf)
@@ -249,7 +249,7 @@ class OneLaunch:
             raise self.overflow()
         if self.finite:  # the serial kernel of _float_sums returns whether they are; others return None
             if returned is None:
-                returned = math.isfinite(result[0]) if n_kept == 1 else np.isfinite(result).all()
+                returned = math.isfinite(result[0]) if n_kept == 1 else K.all_finite(result)
             if not returned:
                 return None
         return result

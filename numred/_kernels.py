@@ -2216,6 +2216,18 @@ def finish_float_sums(out_total, out_comp, nchunks, divisor, result):
         store_rounded(result, k, _combined_sum(out_total, out_comp, k, nchunks) / divisor)
 
 
+@entry(fastmath={"reassoc"})  # to vectorise; without nnan and nsz, LLVM keeps value * 0.0
+def all_finite(values):
+    """Whether every float64 of ``values`` is finite: the check a float64 mean's results pass (an
+    overflowing sum is retried rescaled). value * 0.0 is 0.0 for a finite value and NaN for inf or
+    NaN. np.isfinite(values).all() right after a parallel kernel took 2-7 us more than this on 1000
+    results (in-process, AMD Zen 4)."""
+    zeros = 0.0
+    for i in range(values.size):
+        zeros += values[i] * 0.0
+    return zeros == 0.0
+
+
 @entry
 def finish_max(out_max, nchunks, result):
     for k in range(result.size):

@@ -205,6 +205,26 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
     assert x.tobytes() == before.tobytes()
 
 
+@pytest.mark.parametrize("layout", ["rows", "columns", "strided rows"])
+def test_float64_means_of_parallel_inputs_retry_only_overflowing_sums(layout):
+    # The results of a parallel float64 mean are checked for inf and NaN (_kernels.all_finite, a
+    # sum of value * 0.0); when one is found, the mean is computed again on the data scaled by
+    # 2**-64, and only a result that was not finite before and is finite now is replaced. Here one
+    # output among 400 overflows in its sum though its mean is finite, and others are inf, -inf or
+    # NaN from their data, which the rescaled pass must leave as they are.
+    x = np.random.default_rng(11).uniform(-1, 1, (400, 300))
+    x[5] = 1.7e308
+    x[6, 7] = np.inf
+    x[7, :2] = [-np.inf, 1.7e308]
+    x[8, 100] = np.nan
+    x[9, ::2], x[9, 1::2] = 1.7e308, -1.7e308  # its sum never overflows in pairs: 0
+    view = {"rows": x, "columns": x.T, "strided rows": np.repeat(x, 2, axis=1)[:, ::2]}[layout]
+    axis = 0 if layout == "columns" else 1
+    out = numred.reduce_mean(view, axis, keepdims=0)
+    assert_matches(out, expected("reduce_mean", view, axis, keepdims=0))
+    assert out[5] == 1.7e308 and out[6] == np.inf and out[7] == -np.inf and np.isnan(out[8])
+
+
 @pytest.mark.parametrize("layout", ["contiguous", "every other column", "columns reversed", "transposed"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16,
                                    np.int32, np.uint32, np.int64, np.uint64])
