@@ -525,8 +525,9 @@ def _amd_zen_generation() -> int:
 ZEN_GENERATION = _amd_zen_generation()
 ONE_STREAM_ROWS = ZEN_GENERATION > 0
 # The same held for long runs cut into quarters (STREAMS_MIN_RUN) on AMD Zen 4: read as one stream
-# each, whole float32 arrays (4096x4096, 8192x16384) and 4x4194304 rows took 0.85-0.99x the time, and
-# float16, bfloat16 and 32-bit integers 0.85-0.98x (int64 0.91-1.01x; in-process A/B, interleaved).
+# each, whole arrays (4096x4096, 8192x16384) and 4x4194304 rows took 0.89-0.99x the time in float32,
+# 0.85-0.96x in float16 and bfloat16, 0.84-1.00x in 32-bit integers and 0.91-1.01x in int64 (means
+# and sums of squares, in-process A/B, interleaved; an earlier A/B of float32 alone: 0.97-1.04x).
 QUARTER_LONG_RUNS = not ONE_STREAM_ROWS
 ONE_STREAM_MIN_ROW = 1024
 ONE_STREAM_MIN_BYTES = 16 << 20
