@@ -907,7 +907,7 @@ def _float_run(src, offset, n, step, mode, shift):
     """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
     scale), x * x (SUM_SQUARES), or exp(x - shift) (SUM_EXP; shift is the max)."""
     acc = 0.0
-    if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # a long memory-bound run: quarters
+    if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
         quarter = n // 4
         s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode, shift)
         acc = (s0 + s1) + (s2 + s3)

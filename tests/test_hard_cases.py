@@ -166,8 +166,8 @@ def test_bfloat16_runs_read_in_pairs_count_every_element_once(n_rows, n, start):
 def test_bfloat16_long_run_quarters_read_in_pairs():
     # A long contiguous run is summed as four quarters read together, then the 0-3 elements left
     # (except on AMD Zen, which reads it whole: _kernels.QUARTER_LONG_RUNS); with an odd quarter each
-    # quarter has an odd tail read alone. Powers of two at every quarter's
-    # end and at the end make any element dropped or read twice visible beyond rounding.
+    # quarter has an odd tail read alone. Powers of two at every quarter's end and at the end make
+    # any element dropped or read twice visible beyond rounding.
     quarter = (1 << 16) + 1
     x = np.random.default_rng(5).uniform(-1, 1, size=4 * quarter + 3).astype(ml_dtypes.bfloat16)
     for i in range(4):
