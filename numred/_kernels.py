@@ -1343,17 +1343,17 @@ def _float_rows_for(mode):
             return
         if block < NEVER and mode != SUM_EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
             # Contiguous rows of several split pieces: _add_run called here, from one place in its
-            # own loop, with a literal step, and finished as _float_row's _finish_sum finishes SUM
-            # and SUM_SQUARES (the same bits). Through _float_row, whose calls LLVM left out of
-            # line, 490x2049 rows took 1.2x the time per element of 500x2000 ones (one piece,
-            # above); this way 490x2049, 250x4000 and 1000x3000 rows take 0.91-0.97x the time of
-            # that. A copy of _add_run's piece loop here saved a further 3-6%: not worth the copy.
+            # own loop, with a literal step, and finished by _finish_sum, as _float_row does (the
+            # same bits). Through _float_row, whose calls LLVM left out of line, 490x2049 rows took
+            # 1.2x the time per element of 500x2000 ones (one piece, above); this way 490x2049,
+            # 250x4000 and 1000x3000 rows take 0.91-0.97x the time of that. A copy of _add_run's
+            # piece loop here saved a further 3-6%: not worth the copy.
             for task in prange(-(-n_kept // rows_per_task)):
                 sigma = 0.0
                 for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                     total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, mode,
                                                   1.0)
-                    store_rounded(result, k, _compensated_result(total, comp) / divisor)
+                    store_rounded(result, k, _finish_sum(total, comp, mode, divisor, 1.0))
             return
         if block < NEVER and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
             # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass),
