@@ -529,19 +529,30 @@ ONE_STREAM_ROWS = ZEN_GENERATION > 0
 # 0.85-0.96x in float16 and bfloat16, 0.84-1.00x in 32-bit integers and 0.91-1.01x in int64 (means
 # and sums of squares, in-process A/B, interleaved; an earlier A/B of float32 alone: 0.97-1.04x).
 QUARTER_LONG_RUNS = not ONE_STREAM_ROWS
-ONE_STREAM_MIN_ROW = 1024
-ONE_STREAM_MIN_BYTES = 16 << 20
+# Rows of inputs of any size (min_row of _rows_together): on Zen 4 only long ones (above), the cache
+# favouring four rows together; on Zen 5 all float32 rows and 32-bit integer rows of 512 or more.
 ONE_STREAM_LONG_ROWS_ONLY = 1 << 62  # other dtypes (64-bit integer sums of squares: 1000x1000 1.05x)
 ONE_STREAM_MIN_FLOAT32_ROW = 0 if ZEN_GENERATION >= 5 else ONE_STREAM_LONG_ROWS_ONLY
 ONE_STREAM_MIN_INT32_ROW = 512 if ZEN_GENERATION >= 5 else ONE_STREAM_LONG_ROWS_ONLY
+# Rows of inputs of ONE_STREAM_MIN_BYTES or more (min_large_row): on AMD Zen 4, short rows beyond
+# the cache as well. Rows of 16-1000 elements in 20 and 64 MiB inputs, one row at a time against
+# four together (in-process A/B, interleaved, means and sums of squares): float32 0.40-0.94x the
+# time from rows of 16; float16, bfloat16, int32 and uint32 0.34-1.03x from rows of 256 (but once
+# 1.11x, bfloat16 sums of squares in rows of 256), where shorter rows took up to 1.5x (16-bit
+# floats, rows of 64-100) and 3x (32-bit integers, rows of 16-64); 64-bit integer sums of squares
+# 0.39-0.65x from rows of 64, 1.0-1.7x in rows of 16-32. (The rule used to start at rows of 1024.)
+ONE_STREAM_MIN_BYTES = 16 << 20
+ONE_STREAM_MIN_LARGE_ROW = 256
+ONE_STREAM_MIN_LARGE_FLOAT32_ROW = 16
+ONE_STREAM_MIN_LARGE_INT64_ROW = 64
 
 
 @njit(fastmath=False)
-def _rows_together(src, n_kept, n_reduced, min_row):
+def _rows_together(src, n_kept, n_reduced, min_row, min_large_row):
     """How many contiguous rows the row kernels read together: 4 (four memory streams per thread),
     or 1 (whole rows one after another) where ONE_STREAM_ROWS says so: rows of ``min_row`` elements
-    or more, and long rows beyond the cache."""
-    if ONE_STREAM_ROWS and (n_reduced >= min_row or n_reduced >= ONE_STREAM_MIN_ROW
+    or more, and rows of ``min_large_row`` or more of inputs beyond the cache."""
+    if ONE_STREAM_ROWS and (n_reduced >= min_row or n_reduced >= min_large_row
                             and n_kept * n_reduced * src.itemsize >= ONE_STREAM_MIN_BYTES):
         return 1
     return 4
@@ -1284,14 +1295,15 @@ def _float_rows_for(mode):
             # 1000x1000 and 20000x100, 0.91-0.93x on 100000x16; float16 0.80-0.84x on 20000x100
             # (in-process A/B). Not for SUM_EXP, which is bound by exp, not by memory.
             # (float32 is the only 4-byte float)
-            min_row = ONE_STREAM_MIN_FLOAT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+            min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW) if src.itemsize == 4
+                                      else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
             if step != 1:  # strided rows, one per task as well: every other element of 100000x32
                 # float16 rows took 0.82-0.85x the time of the loop below with _float_row
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
                     store_rounded(result, k, total / divisor)
                 return
-            if _rows_together(src, n_kept, n_reduced, min_row) == 1:
+            if _rows_together(src, n_kept, n_reduced, min_row, min_large_row) == 1:
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
                     store_rounded(result, k, total / divisor)
@@ -1816,8 +1828,9 @@ def _int_rows_for(squares):
         src = _borrowed(src)
         count = _U64(n_reduced)
         min_row = ONE_STREAM_MIN_INT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+        min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if src.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
         if (step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK
-                and _rows_together(src, n_kept, n_reduced, min_row) == 4):
+                and _rows_together(src, n_kept, n_reduced, min_row, min_large_row) == 4):
             # contiguous rows four at a time, as float_rows does
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group

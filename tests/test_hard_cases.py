@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import numred
-from oracle import assert_matches, expected
+from oracle import assert_matches, expected, round_fraction
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
@@ -202,6 +202,41 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
     before = x.copy()
     out = getattr(numred, opname)(x, 1, keepdims=0)
     assert_matches(out, expected(opname, x, 1, keepdims=0))
+    assert x.tobytes() == before.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.uint32, np.int64,
+                                   np.uint64])
+@pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
+def test_short_rows_of_inputs_beyond_the_cache_count_every_row(opname, dtype):
+    # Inputs of ONE_STREAM_MIN_BYTES or more read their rows one after another on AMD Zen from a
+    # shorter row length than others (_kernels._rows_together's min_large_row: 16 elements for
+    # float32, 64 for 64-bit integers, 256 for the rest) and four rows together elsewhere, with
+    # 4k + 3 rows here for the rows left after the last four. The rows are that long. Row k holds
+    # v_k + d, with d repeating 1, -1, 2, -2 (summing to 0) and v_k cycling through 13 values, so
+    # the exact mean is v_k and the exact sum of squares an integer (both exact in every dtype
+    # here, or rounded once by the oracle): a row summed twice, skipped or stored in its
+    # neighbour's place shows.
+    from numred import _kernels
+
+    itemsize = np.dtype(dtype).itemsize
+    n = {np.float32: _kernels.ONE_STREAM_MIN_LARGE_FLOAT32_ROW, np.int64: _kernels.ONE_STREAM_MIN_LARGE_INT64_ROW,
+         np.uint64: _kernels.ONE_STREAM_MIN_LARGE_INT64_ROW}.get(dtype, _kernels.ONE_STREAM_MIN_LARGE_ROW)
+    n_rows = -(-_kernels.ONE_STREAM_MIN_BYTES // (n * itemsize)) // 4 * 4 + 3
+    lowest = 2 if np.dtype(dtype).kind == "u" else -6
+    v = np.arange(n_rows) % 13 + lowest
+    x64 = v[:, None] + np.resize([1, -1, 2, -2], n)[None, :]
+    x = x64.astype(dtype)
+    before = x.copy()
+    out = getattr(numred, opname)(x, 1, keepdims=0)
+    if opname == "reduce_mean":
+        want = v.astype(dtype)
+    else:
+        exact = (x64 * x64).sum(axis=1)  # int64: exact
+        rounded = {s: round_fraction(int(s), dtype) for s in np.unique(exact)} if np.dtype(dtype).kind == "f" \
+            else None
+        want = (np.array([rounded[s] for s in exact]) if rounded else exact).astype(dtype)
+    assert out.dtype == x.dtype and np.array_equal(out, want)
     assert x.tobytes() == before.tobytes()
 
 
