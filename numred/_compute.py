@@ -57,6 +57,8 @@ def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):
         return K.FLOAT_ROWS[mode], (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
     if plan.single_tile and mode in K.FLOAT_TILES and not float64:
         return K.FLOAT_TILES[mode], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
+    if plan.single_block and mode in K.FLOAT_BLOCKS:
+        return K.FLOAT_BLOCKS[mode], (plan.base, *plan.single_block, scale, divisor)
     if plan.nchunks == 1:
         return K.FLOAT_SUMS[mode], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima,
                                     _NO_PARTIALS, _NO_PARTIALS, divisor)

@@ -64,6 +64,11 @@ class Plan:
     # chunk, rows not read as wide rows (_kernels.reads_wide_rows): the kernels have a lean variant
     # for these too. Then (n_outer, outer stride, n_inner, n_reduced, reduced stride), else None.
     single_tile: tuple[int, int, int, int, int] | None
+    # one kept axis between two reduced ones, the inner one contiguous, no tile, one chunk (RKR): each
+    # output a run in each of several blocks, and the float kernels read them block by block, in
+    # groups of outputs, one per thread. Then (n_kept, kept stride, n_outer, outer stride, n_inner,
+    # groups), else None.
+    single_block: tuple[int, int, int, int, int] | None
     threads: int  # the thread count the tiles were cut for (MIN_SPLIT_TILE), or 0: the plan fits any count
 
 
@@ -153,7 +158,12 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
         n_outer, outer_stride = kept_dims[0] if nk == 2 else (1, 0)
         if not reads_wide_rows(n_inner, tile, step, n_rows):
             single_tile = (n_outer, outer_stride, n_inner, n_rows, step)
-    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, single_tile, threads)
+    single_block = None
+    if parallel and nk == 1 and nr == 2 and tile == 1 and nchunks == 1 and reduced_dims[1][1] == 1:
+        groups = max(1, min(n_kept, threads))  # (0 threads: make_plan asks for the count and lays out again)
+        single_block = (n_kept, kept_dims[0][1], *reduced_dims[0], reduced_dims[1][0], groups)
+    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, single_tile,
+                single_block, threads)
 
 
 def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.ndarray]:
@@ -163,13 +173,14 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         # strides that are not whole elements (views into packed records): the only copy numred makes
         x = np.ascontiguousarray(x)
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
-    if plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS:
+    if plan.single_block or plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS:
         # Few wide tiles: cut per thread instead of chunked (asking the thread count costs 1.2 us,
         # _runtime.get_num_threads). Narrower floats are summed in float64, integers exactly, so
         # with or without chunks their results differ by no more than the last bit. Float64 data's
         # compensated sums would round differently where the sum cancels, so its tiles are never
         # chunked, with one thread or many: a column's sum is then the same whatever the tile's
-        # width (1000x1000 axis 0: 56-60 us in two tiles of 500, 83 us in eight chunks).
+        # width (1000x1000 axis 0: 56-60 us in two tiles of 500, 83 us in eight chunks). Single
+        # blocks: a group of outputs per thread (their results do not depend on the grouping).
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, get_num_threads(), x.dtype == np.float64)
     # src is always read-only: the kernels never write the input, and Numba types read-only arrays
     # apart from writeable ones, so one kind of src means one compiled kernel per dtype, not two
