@@ -153,6 +153,8 @@ def _int_launch(plan, squares):
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         return K.KERNELS[K.INT_ROWS[squares]], plan.parallel, (plan.base, kept_stride, n_kept, n_reduced, step)
+    if plan.single_block:
+        return K.KERNELS[K.INT_BLOCKS[squares]], True, (plan.base, *plan.single_block)
     if not plan.parallel:  # small: the fewest arguments (serial plans have one chunk)
         return ((K.serial_int_sums, None), False,
                 (plan.base, plan.dims, plan.kept_ndim, plan.tile, squares, plan.n_reduced))

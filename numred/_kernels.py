@@ -1883,6 +1883,36 @@ def _int_rows_for(squares):
     return int_rows
 
 
+def _int_blocks_for(squares):
+    """int_sums for single-block plans (see _float_blocks_for), fixed to the exact mean or the
+    wrapping sum of squares (``squares``): a group of neighbouring outputs per task, their runs read
+    block by block, each added to its output's 128-bit sum or wrapping uint64 sum of squares (exact:
+    the order does not matter); finished into uint64 bits as int_rows does."""
+
+    def int_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, result):
+        src = _borrowed(src)
+        count = _U64(n_outer * n_inner)
+        for group in prange(groups):
+            k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
+            width = (np.int64(group) + 1) * n_kept // groups - k0
+            low = np.zeros(width, dtype=np.uint64)
+            high = np.zeros(width, dtype=np.uint64)
+            for i in range(n_outer):
+                origin = base + i * outer_stride + k0 * kept_stride
+                for w in range(width):
+                    offset = origin + w * kept_stride
+                    if squares:
+                        low[w] += _squares_run(src, offset, n_inner, 1)
+                    else:
+                        for b in range(0, n_inner, HALVES_BLOCK):
+                            low_sum, high_sum = halves_run(src, offset + b, min(HALVES_BLOCK, n_inner - b), 1)
+                            low[w], high[w] = _add_halves128(low[w], high[w], low_sum, high_sum)
+            for w in range(width):
+                result[k0 + w] = low[w] if squares else _int_mean(low[w], high[w], count)
+
+    return int_blocks
+
+
 @njit(fastmath=False)
 def _int_row(src, origin, n, step, squares, count):
     """One output of int_rows over its run: the wrapping sum of squares, or the exact mean over
@@ -2244,6 +2274,7 @@ FLOAT_ROWS = {mode: name.replace("_sum", "_rows_sum", 1) for mode, name in FLOAT
 FLOAT_TILES = {mode: FLOAT_SUMS[mode].replace("_sum", "_tiles_sum", 1) for mode in (SUM, SUM_SQUARES)}
 FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES)}
 INT_ROWS = {False: "int_rows_mean", True: "int_rows_sum_squares"}  # by ``squares``
+INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 KERNELS = {
     name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
@@ -2251,6 +2282,7 @@ KERNELS = {
     + [(FLOAT_TILES[mode], _float_tiles_for(mode)) for mode in FLOAT_TILES]
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
     + [(INT_ROWS[squares], _int_rows_for(squares)) for squares in INT_ROWS]
+    + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(fn.__name__, fn) for fn in (max_keys, int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp)]
 }
 

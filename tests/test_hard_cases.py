@@ -417,23 +417,32 @@ def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n
 @pytest.mark.parametrize("shape, view", [((33, 21, 50), "contiguous"), ((7, 6, 800), "contiguous"),
                                          ((120, 100, 3), "contiguous"), ((33, 42, 50), "every other kept"),
                                          ((33, 21, 50), "reversed runs")])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint32,
+                                   np.int64, np.uint64])
 def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype, shape, view):
     # A kept axis between two reduced ones, the inner one contiguous (RKR, axes [0, 2]), is read block
     # by block of the outer reduced axis, each task adding the runs of a group of neighbouring outputs,
-    # a group per thread (_kernels._float_blocks_for). Each output has its own magnitude and float64
-    # outputs carry NaN, inf or a sum that cancels, so a run added to its neighbour's output, read
-    # twice or skipped shows; one thread (one group) and two give the same bits.
+    # a group per thread (_kernels._float_blocks_for, _int_blocks_for). Each output has its own
+    # magnitude; float outputs carry NaN, inf or (float64) a sum that cancels, integer ones the
+    # extremes of their dtype (128-bit sums, wrapping squares). A run added to its neighbour's output,
+    # read twice or skipped shows; one thread (one group) and two give the same bits.
     from numred._plan import _layout
     from threads import with_threads
     rng = np.random.default_rng(shape[2])
     n_kept = shape[1]
-    wide = rng.uniform(-1, 1, size=shape) * (1 + np.arange(n_kept)[None, :, None])
-    wide[:, 1] = 3000.0  # (every other kept: an output the view leaves out)
-    wide[0, 2, 1], wide[-1, 3, 0], wide[1, 4, 2] = np.nan, np.inf, -np.inf
-    if dtype == np.float64:
-        wide[:, 5], wide[0, 5, 0], wide[-1, 5, -1] = 1.0, 1e300, -1e300  # cancels to n - 2 exactly
-    wide = wide.astype(dtype)
+    magnitudes = (1 + np.arange(n_kept))[None, :, None]
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        wide = (rng.integers(0 if info.min == 0 else -1000, 1000, size=shape) * magnitudes).astype(dtype)
+        wide[:, 1] = 3000  # (every other kept: an output the view leaves out)
+        wide[:, 2], wide[:, 3] = info.max, info.min
+    else:
+        wide = rng.uniform(-1, 1, size=shape) * magnitudes
+        wide[:, 1] = 3000.0
+        wide[0, 2, 1], wide[-1, 3, 0], wide[1, 4, 2] = np.nan, np.inf, -np.inf
+        if dtype == np.float64:
+            wide[:, 5], wide[0, 5, 0], wide[-1, 5, -1] = 1.0, 1e300, -1e300  # cancels to n - 2 exactly
+        wide = wide.astype(dtype)
     x = {"contiguous": wide, "every other kept": wide[:, ::2], "reversed runs": wide[:, :, ::-1]}[view]
     assert _layout(x.shape, x.strides, x.itemsize, (0, 2), 2).single_block is not None
     for op in ("reduce_mean", "reduce_sum_square"):
