@@ -122,6 +122,8 @@ MORE_CASES = (
     Case((256, 1024, 8), (1,)),  # a narrow inner kept axis
     Case((32, 128, 768), (2,)),  # transformer activations, over the hidden size
     Case((8, 3, 224, 224), (0, 2, 3)),  # per-channel statistics of NCHW images
+    Case((32, 64, 56, 56), (0, 2, 3)),  # ... of NCHW activations (batch norm): 64 channels
+    Case((16384, 1000), (1,)),  # many rows beyond the cache: a large batch's logits over 1000 classes
     Case((4000, 3000), (1,), step=2),  # every other element of each row (x[:, ::2]), read in place
 )
 
