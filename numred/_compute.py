@@ -57,8 +57,8 @@ def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):
         return K.FLOAT_ROWS[mode], (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
     if plan.single_tile and mode in K.FLOAT_TILES and not float64:
         return K.FLOAT_TILES[mode], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
-    if plan.single_block and mode in K.FLOAT_BLOCKS:
-        return K.FLOAT_BLOCKS[mode], (plan.base, *plan.single_block, scale, divisor)
+    if plan.single_block:
+        return K.FLOAT_BLOCKS[mode], (plan.base, *plan.single_block, scale, maxima, divisor)
     if plan.nchunks == 1:
         return K.FLOAT_SUMS[mode], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima,
                                     _NO_PARTIALS, _NO_PARTIALS, divisor)
@@ -133,7 +133,10 @@ def _maxima(plan, src, dtype):
     wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
-    _launch("max_keys", plan, *_geometry(plan, keys), plan.tile, is_float, inf_bits, partial, nans)
+    if plan.single_block:
+        _launch("max_blocks", plan, keys, plan.base, *plan.single_block, is_float, inf_bits, partial, nans)
+    else:
+        _launch("max_keys", plan, *_geometry(plan, keys), plan.tile, is_float, inf_bits, partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         K.finish_max(partial, plan.nchunks, keys)

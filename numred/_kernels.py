@@ -538,9 +538,9 @@ ONE_STREAM_MIN_INT32_ROW = 512 if ZEN_GENERATION >= 5 else ONE_STREAM_LONG_ROWS_
 # the cache as well. Rows of 16-1000 elements in 20 and 64 MiB inputs, one row at a time against
 # four together (in-process A/B, interleaved, means and sums of squares): float32 0.40-0.94x the
 # time from rows of 16; float16, bfloat16, int32 and uint32 0.34-1.03x from rows of 256 (but once
-# 1.11x, bfloat16 sums of squares in rows of 256), where shorter rows took up to 1.5x (16-bit
-# floats, rows of 64-100) and 3x (32-bit integers, rows of 16-64); 64-bit integer sums of squares
-# 0.39-0.65x from rows of 64, 1.0-1.7x in rows of 16-32. (The rule used to start at rows of 1024.)
+# 1.11x, bfloat16 sums of squares in rows of 256), where shorter rows took up to 1.6x (16-bit
+# floats, rows of 16-100) and 3.2x (32-bit integers, rows of 16-64); 64-bit integer sums of squares
+# 0.39-0.82x from rows of 64, 1.0-1.7x in rows of 16-32. (The rule used to start at rows of 1024.)
 ONE_STREAM_MIN_BYTES = 16 << 20
 ONE_STREAM_MIN_LARGE_ROW = 256
 ONE_STREAM_MIN_LARGE_FLOAT32_ROW = 16
@@ -1432,7 +1432,7 @@ def _float_tiles_for(mode):
 
 def _float_blocks_for(mode):
     """float_sums for reduced axes on both sides of one kept axis (RKR: the batch and spatial axes of
-    NCHW data, say), fixed to one ``mode`` (SUM or SUM_SQUARES): ``n_outer`` blocks ``outer_stride``
+    NCHW data, say), fixed to one ``mode`` (SUM_EXP with the ``maxima`` of max_blocks): ``n_outer`` blocks ``outer_stride``
     apart, each holding the contiguous runs of ``n_inner`` elements of the ``n_kept`` outputs,
     ``kept_stride`` apart. One output at a time, as float_sums walks them, reads a short run from
     each block in turn (1 KiB, 128 blocks apart, on 128x512x256 axes [0, 2]); here each task takes a
@@ -1441,9 +1441,9 @@ def _float_blocks_for(mode):
     grouping, so there are ``groups`` of them, one per thread (the plan's). float32 means took
     0.17-0.4x the time of float_sums (in-process)."""
 
-    def float_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale, divisor,
-                     result):
-        src = _borrowed(src)
+    def float_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale, maxima,
+                     divisor, result):
+        src, maxima = _borrowed(src), _borrowed(maxima)
         for group in prange(groups):
             k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
             width = (np.int64(group) + 1) * n_kept // groups - k0
@@ -1453,10 +1453,13 @@ def _float_blocks_for(mode):
             for i in range(n_outer):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
-                    totals[w], comps[w], sigmas[w] = _add_run(totals[w], comps[w], sigmas[w], src,
-                                                              origin + w * kept_stride, n_inner, 1, mode, scale)
+                    shift = maxima[k0 + w] if mode == SUM_EXP else scale
+                    if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+                        totals[w], comps[w], sigmas[w] = _add_run(totals[w], comps[w], sigmas[w], src,
+                                                                  origin + w * kept_stride, n_inner, 1, mode, shift)
             for w in range(width):
-                store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], mode, divisor, scale))
+                shift = maxima[k0 + w] if mode == SUM_EXP else scale
+                store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], mode, divisor, shift))
 
     return float_blocks
 
@@ -2087,6 +2090,27 @@ def max_keys(src, base, dims, kept_ndim, nchunks, tile, float_bits, inf_bits, ou
                 out_nans[(k0 + w) * nchunks + c] = top_magnitude_of[w] > inf_bits
 
 
+def max_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, float_bits, inf_bits,
+               out_max, out_nans):
+    """max_keys for single-block plans: a group of neighbouring outputs per task, their runs read
+    block by block (as in _float_blocks_for), one max and NaN flag per output."""
+    src = _borrowed(src)
+    for group in prange(groups):
+        k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
+        width = (np.int64(group) + 1) * n_kept // groups - k0
+        lowest = lowest_key(src[base])
+        best_of = np.full(width, lowest)
+        top_magnitude_of = np.full(width, magnitude_bits(lowest))
+        for i in range(n_outer):
+            origin = base + i * outer_stride + k0 * kept_stride
+            for w in range(width):
+                best_of[w], top_magnitude_of[w] = _max_run(src, origin + w * kept_stride, n_inner, 1, float_bits,
+                                                           best_of[w], top_magnitude_of[w])
+        for w in range(width):
+            out_max[k0 + w] = as_wide(best_of[w])
+            out_nans[k0 + w] = top_magnitude_of[w] > inf_bits
+
+
 def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_reduced, step, result):
     """Float log-sum-exp of the single-run layout (float_rows), the max and the sum of each row in
     one task: the row is read twice while it is in the cache, and no maxima array is written and
@@ -2272,7 +2296,7 @@ def _int_exp_columns4(src, offset, step, width, tops, acc):
 FLOAT_SUMS = {SUM: "float_sum", SUM_SQUARES: "float_sum_squares", SUM_EXP: "float_sum_exp"}
 FLOAT_ROWS = {mode: name.replace("_sum", "_rows_sum", 1) for mode, name in FLOAT_SUMS.items()}
 FLOAT_TILES = {mode: FLOAT_SUMS[mode].replace("_sum", "_tiles_sum", 1) for mode in (SUM, SUM_SQUARES)}
-FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES)}
+FLOAT_BLOCKS = {mode: name.replace("_sum", "_blocks_sum", 1) for mode, name in FLOAT_SUMS.items()}
 INT_ROWS = {False: "int_rows_mean", True: "int_rows_sum_squares"}  # by ``squares``
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 KERNELS = {
@@ -2283,7 +2307,7 @@ KERNELS = {
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
     + [(INT_ROWS[squares], _int_rows_for(squares)) for squares in INT_ROWS]
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
-    + [(fn.__name__, fn) for fn in (max_keys, int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp)]
+    + [(fn.__name__, fn) for fn in (max_keys, max_blocks, int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp)]
 }
 
 

@@ -422,7 +422,8 @@ def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n
 def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype, shape, view):
     # A kept axis between two reduced ones, the inner one contiguous (RKR, axes [0, 2]), is read block
     # by block of the outer reduced axis, each task adding the runs of a group of neighbouring outputs,
-    # a group per thread (_kernels._float_blocks_for, _int_blocks_for). Each output has its own
+    # a group per thread (_kernels._float_blocks_for, _int_blocks_for; the maxima of a log-sum-exp
+    # too, max_blocks, but integer exp sums walk one output at a time). Each output has its own
     # magnitude; float outputs carry NaN, inf or (float64) a sum that cancels, integer ones the
     # extremes of their dtype (128-bit sums, wrapping squares). A run added to its neighbour's output,
     # read twice or skipped shows; one thread (one group) and two give the same bits.
@@ -443,13 +444,18 @@ def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype,
         if dtype == np.float64:
             wide[:, 5], wide[0, 5, 0], wide[-1, 5, -1] = 1.0, 1e300, -1e300  # cancels to n - 2 exactly
         wide = wide.astype(dtype)
-    x = {"contiguous": wide, "every other kept": wide[:, ::2], "reversed runs": wide[:, :, ::-1]}[view]
+    def viewed(a):
+        return {"contiguous": a, "every other kept": a[:, ::2], "reversed runs": a[:, :, ::-1]}[view]
+
+    x = viewed(wide)
     assert _layout(x.shape, x.strides, x.itemsize, (0, 2), 2).single_block is not None
-    for op in ("reduce_mean", "reduce_sum_square"):
-        want = expected(op, x, (0, 2))
-        got = getattr(numred, op)(x, (0, 2))
+    # (an integer log-sum-exp of the extremes does not fit the dtype: small values for it)
+    lse_input = viewed(wide % 50) if np.dtype(dtype).kind in "iu" else x
+    for op, data in (("reduce_mean", x), ("reduce_sum_square", x), ("reduce_log_sum_exp", lse_input)):
+        want = expected(op, data, (0, 2))
+        got = getattr(numred, op)(data, (0, 2))
         assert_matches(got, want, f"{op} {view}")
-        one_thread = with_threads(1, getattr(numred, op), x, (0, 2))
+        one_thread = with_threads(1, getattr(numred, op), data, (0, 2))
         assert np.asarray(one_thread).tobytes() == np.asarray(got).tobytes(), op
 
 
