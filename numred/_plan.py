@@ -65,10 +65,10 @@ class Plan:
     # for these too. Then (n_outer, outer stride, n_inner, n_reduced, reduced stride), else None.
     single_tile: tuple[int, int, int, int, int] | None
     # one kept axis between two reduced ones, the inner one contiguous, no tile, one chunk (RKR): each
-    # output a run in each of several blocks, and the float kernels read them block by block, in
-    # groups of outputs, one per thread. Then (n_kept, kept stride, n_outer, outer stride, n_inner,
-    # groups), else None.
-    single_block: tuple[int, int, int, int, int] | None
+    # output a run in each of several blocks, and the kernels (sums, integer sums, maxima) read them
+    # block by block, in groups of outputs, one per thread. Then (n_kept, kept stride, n_outer,
+    # outer stride, n_inner, groups), else None.
+    single_block: tuple[int, int, int, int, int, int] | None
     threads: int  # the thread count the tiles were cut for (MIN_SPLIT_TILE), or 0: the plan fits any count
 
 
