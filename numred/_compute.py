@@ -382,8 +382,12 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     maxima = _maxima(plan, src, dtype)
     # one chunk per output: the kernel finishes the results itself (no partials)
     totals = _NO_PARTIALS if plan.nchunks == 1 else np.empty(_tasks(plan))
-    _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
-            result, fits_each)
+    if plan.single_block:
+        _launch("int_exp_blocks", plan, src, plan.base, *plan.single_block, maxima, plan.n_reduced, type_max, result,
+                fits_each)
+    else:
+        _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
+                result, fits_each)
     if plan.nchunks > 1:
         K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
     if not fits_each.all():

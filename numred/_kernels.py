@@ -2207,6 +2207,24 @@ def _int_log_sum_exp(m, total, count, type_max):
     return m + whole + cast_like(m, count > 1), True
 
 
+def int_exp_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, maxima, count, type_max,
+                   result, fits):
+    """int_sum_exp for single-block plans: a group of neighbouring outputs per task, their runs read
+    block by block (as in _float_blocks_for), each run's sum of exp(x - max) added to its output's
+    total in the same order as int_sum_exp adds them; finished there too (_int_log_sum_exp)."""
+    src, maxima = _borrowed(src), _borrowed(maxima)
+    for group in prange(groups):
+        k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
+        width = (np.int64(group) + 1) * n_kept // groups - k0
+        totals = np.zeros(width)
+        for i in range(n_outer):
+            origin = base + i * outer_stride + k0 * kept_stride
+            for w in range(width):
+                totals[w] += _int_exp_run(src, origin + w * kept_stride, n_inner, 1, maxima[k0 + w])
+        for w in range(width):
+            result[k0 + w], fits[k0 + w] = _int_log_sum_exp(maxima[k0 + w], totals[w], count, type_max)
+
+
 def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, count, type_max, result, fits):
     """Sum of exp(x - max) per (output, chunk), each term looked up by the exact integer distance
     max - x (exp_of_minus_distance). With tile > 1 a task reads the reduced rows of ``tile``
@@ -2308,8 +2326,8 @@ KERNELS = {
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
     + [(INT_ROWS[squares], _int_rows_for(squares)) for squares in INT_ROWS]
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
-    + [(fn.__name__, fn) for fn in (max_keys, max_blocks, int_sums, int_sum_exp, float_rows_log_sum_exp,
-                                    int_rows_log_sum_exp)]
+    + [(fn.__name__, fn) for fn in (max_keys, max_blocks, int_sums, int_sum_exp, int_exp_blocks,
+                                    float_rows_log_sum_exp, int_rows_log_sum_exp)]
 }
 
 

@@ -422,8 +422,8 @@ def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n
 def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype, shape, view):
     # A kept axis between two reduced ones, the inner one contiguous (RKR, axes [0, 2]), is read block
     # by block of the outer reduced axis, each task adding the runs of a group of neighbouring outputs,
-    # a group per thread (_kernels._float_blocks_for, _int_blocks_for; the maxima of a log-sum-exp
-    # too, max_blocks, but integer exp sums walk one output at a time). Each output has its own
+    # a group per thread (_kernels._float_blocks_for, _int_blocks_for; log-sum-exps' maxima and
+    # integer exp sums too, max_blocks, int_exp_blocks). Each output has its own
     # magnitude; float outputs carry NaN, inf or (float64) a sum that cancels, integer ones the
     # extremes of their dtype (128-bit sums, wrapping squares). A run added to its neighbour's output,
     # read twice or skipped shows; one thread (one group) and two give the same bits.
