@@ -1430,6 +1430,14 @@ def _float_tiles_for(mode):
     return float_tiles
 
 
+@njit(fastmath=False)
+def _group_of_outputs(group, n_kept, groups):
+    """(first output, count) of task ``group`` of ``groups`` in a single-block kernel: the outputs
+    cut into groups whose sizes differ by at most one."""
+    k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
+    return k0, (np.int64(group) + 1) * n_kept // groups - k0
+
+
 def _float_blocks_for(mode):
     """float_sums for reduced axes on both sides of one kept axis (RKR: the batch and spatial axes of
     NCHW data, say), fixed to one ``mode`` (SUM_EXP with the ``maxima`` of max_blocks): ``n_outer``
@@ -1446,8 +1454,7 @@ def _float_blocks_for(mode):
                      divisor, result):
         src, maxima = _borrowed(src), _borrowed(maxima)
         for group in prange(groups):
-            k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
-            width = (np.int64(group) + 1) * n_kept // groups - k0
+            k0, width = _group_of_outputs(group, n_kept, groups)
             totals = np.zeros(width)
             comps = np.zeros(width)
             sigmas = np.zeros(width)  # (_float64_run's, passed on from run to run of one output)
@@ -1897,8 +1904,7 @@ def _int_blocks_for(squares):
         src = _borrowed(src)
         count = _U64(n_outer * n_inner)
         for group in prange(groups):
-            k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
-            width = (np.int64(group) + 1) * n_kept // groups - k0
+            k0, width = _group_of_outputs(group, n_kept, groups)
             low = np.zeros(width, dtype=np.uint64)
             high = np.zeros(width, dtype=np.uint64)
             for i in range(n_outer):
@@ -2097,8 +2103,7 @@ def max_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, g
     block by block (as in _float_blocks_for), one max and NaN flag per output."""
     src = _borrowed(src)
     for group in prange(groups):
-        k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
-        width = (np.int64(group) + 1) * n_kept // groups - k0
+        k0, width = _group_of_outputs(group, n_kept, groups)
         lowest = lowest_key(src[base])
         best_of = np.full(width, lowest)
         top_magnitude_of = np.full(width, magnitude_bits(lowest))
@@ -2214,8 +2219,7 @@ def int_exp_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inne
     total in the same order as int_sum_exp adds them; finished there too (_int_log_sum_exp)."""
     src, maxima = _borrowed(src), _borrowed(maxima)
     for group in prange(groups):
-        k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
-        width = (np.int64(group) + 1) * n_kept // groups - k0
+        k0, width = _group_of_outputs(group, n_kept, groups)
         totals = np.zeros(width)
         for i in range(n_outer):
             origin = base + i * outer_stride + k0 * kept_stride
