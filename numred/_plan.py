@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._kernels import reads_wide_rows
+from ._kernels import narrow_tile, reads_wide_rows
 from ._runtime import get_num_threads
 
 # Below this many elements a parallel launch costs more than it saves (DESIGN.md: about 2 us).
@@ -61,8 +61,9 @@ class Plan:
     # stride) as Python ints (NumPy scalars cost Numba's dispatcher more), else None.
     single_run: tuple[int, int, int, int] | None
     # one reduced axis under one or two kept axes, the inner one cut into tiles (tile > 1), one
-    # chunk, rows not read as wide rows (_kernels.reads_wide_rows): the kernels have a lean variant
-    # for these too. Then (n_outer, outer stride, n_inner, n_reduced, reduced stride), else None.
+    # chunk, rows not read as wide rows (_kernels.reads_wide_rows) or narrow rows back to back
+    # (_kernels.narrow_tile): the kernels have a lean variant for these too. Then (n_outer, outer
+    # stride, n_inner, n_reduced, reduced stride), else None.
     single_tile: tuple[int, int, int, int, int] | None
     # one kept axis between two reduced ones, the inner one contiguous, no tile, one chunk (RKR): each
     # output a run in each of several blocks, and the kernels (sums, integer sums, maxima) read them
@@ -156,7 +157,7 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     if nk <= 2 and nr == 1 and tile > 1 and nchunks == 1:
         (n_inner, _), (n_rows, step) = kept_dims[-1], reduced_dims[0]
         n_outer, outer_stride = kept_dims[0] if nk == 2 else (1, 0)
-        if not reads_wide_rows(n_inner, tile, step, n_rows):
+        if not reads_wide_rows(n_inner, tile, step, n_rows) or narrow_tile.py_func(n_inner, tile, step):
             single_tile = (n_outer, outer_stride, n_inner, n_rows, step)
     single_block = None
     if parallel and nk == 1 and nr == 2 and tile == 1 and nchunks == 1 and reduced_dims[1][1] == 1:

@@ -321,6 +321,31 @@ SINGLE_TILES = {
     "every other row": (lambda x: x[::2], (2022, 1000), [0]),
     "rows reversed": (lambda x: x[::-1], (1011, 1000), [0]),
 }
+# Narrow tiles whose rows lie back to back, read as one run per outer output block
+# (_kernels.narrow_tile): groups of four NARROW_ROW-element rows, single rows and a last part of
+# whole rows of the tile, widths 2 to NARROW_ROW, outer blocks a stride apart.
+NARROW_TILES = {
+    "300x37x4 axis 1": (lambda x: x, (300, 37, 4), [1]),  # blocks of 148: two rows of 64, 20 more
+    "100x700x8 axis 1": (lambda x: x, (100, 700, 8), [1]),  # 21 groups of four rows, 3 rows, 32 more
+    "600x60x2 axis 1": (lambda x: x, (600, 60, 2), [1]),
+    "16x20x30x16 axes [1, 2]": (lambda x: x, (16, 20, 30, 16), [1, 2]),
+    "40x50x32 axis 1": (lambda x: x, (40, 50, 32), [1]),
+    "every other block of 64": (lambda x: x[::2], (64, 33, 64), [1]),
+}
+SINGLE_TILES |= NARROW_TILES
+
+
+@needs_two_threads
+@pytest.mark.parametrize("case", NARROW_TILES)
+def test_narrow_tiles_are_read_as_runs_of_rows(case):
+    from numred import _kernels
+    from numred._plan import make_plan
+
+    view, shape, axes = NARROW_TILES[case]
+    x = view(_make("float32-grid", shape, seed=41))
+    plan = with_threads(2, make_plan, x, tuple(axes))[0]
+    n_outer, _, n_inner, _, step = plan.single_tile
+    assert n_outer >= 16 and _kernels.narrow_tile.py_func(n_inner, plan.tile, step), plan
 
 
 @needs_two_threads
