@@ -260,6 +260,25 @@ def test_float64_means_of_parallel_inputs_retry_only_overflowing_sums(layout):
     assert out[5] == 1.7e308 and out[6] == np.inf and out[7] == -np.inf and np.isnan(out[8])
 
 
+@pytest.mark.parametrize("shape, axis", [
+    ((300, 400), 0), ((12, 3000), 0), ((13, 3000), 0), ((13, 40), 0),  # tiles: 8 + 4 (+ 1) rows
+    ((1000, 12, 300), 1), ((1000, 13, 4), 1), ((20, 13, 4), 1),
+    ((120, 76, 4), 1), ((600, 45, 2), 1),  # narrow tiles: four rows of 64 at a time, then single rows
+])
+def test_float64_means_of_tiles_whose_sums_overflow_are_finite(shape, axis):
+    # Tiles add their rows in groups (eight, four, one: _kernels._float_columns; narrow tiles four
+    # rows of 64: _narrow_block_sums). When a float64 sum overflows, the mean is summed again with
+    # every term scaled by 2**-64: a group added before scaling overflowed again, and the mean of
+    # these finite values came out inf (before this test, for tiles with 4-7 rows past the last
+    # group of eight).
+    x = np.full(shape, 1.5e308)
+    x[..., 0] = -1.5e308
+    x[..., -1] = 1.7e308
+    out = numred.reduce_mean(x, axis, keepdims=0)
+    assert np.isfinite(out).all()
+    assert_matches(out, expected("reduce_mean", x, axis, keepdims=0))
+
+
 @pytest.mark.parametrize("layout", ["contiguous", "every other column", "columns reversed", "transposed"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16,
                                    np.int32, np.uint32, np.int64, np.uint64])

@@ -37,6 +37,8 @@ def _make(kind, shape, seed):
     rng = np.random.default_rng(seed)
     if kind == "float32-grid":
         return (rng.integers(-1000, 1001, shape, dtype=np.int32).astype(np.float32) / np.float32(8))
+    if kind == "float64-grid":
+        return rng.integers(-1000, 1001, shape, dtype=np.int32).astype(np.float64) / 8
     if kind == "float32-normal":
         return rng.standard_normal(shape, dtype=np.float32)
     if kind == "float16-grid":
@@ -350,7 +352,7 @@ def test_narrow_tiles_are_read_as_runs_of_rows(case):
 
 @needs_two_threads
 @pytest.mark.parametrize("case", SINGLE_TILES)
-@pytest.mark.parametrize("kind", ["float32-grid", "float16-grid", "bfloat16-grid", "int32"])
+@pytest.mark.parametrize("kind", ["float32-grid", "float64-grid", "float16-grid", "bfloat16-grid", "int32"])
 def test_single_tile_plans_match_the_oracle(kind, case):
     from numred._frontend import CARRIERS
     from numred._plan import make_plan
