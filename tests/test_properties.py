@@ -357,6 +357,31 @@ def test_mean_of_huge_float64_is_finite():
     assert _one("reduce_mean", [fmax] * 1000, np.float32)[()] == fmax
 
 
+SIDES = [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 31, 64, 65, 100, 257, 300, 1000]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_parallel_float64_means_whose_sums_overflow_are_finite(data):
+    # Parallel plans (32768 elements and more; the examples above are all small) of every kind:
+    # rows, tiles, narrow tiles, blocks, chunks, in every layout. Every sum overflows; each mean must
+    # be the mean, which the rescaled retry finds (a kernel that added terms before scaling them
+    # returned inf: tiles with 4-7 rows past a group of eight, found by this kind of sweep).
+    shape = data.draw(st.lists(st.sampled_from(SIDES), min_size=2, max_size=4).filter(
+        lambda s: 1 << 15 <= math.prod(s) <= 1 << 21), label="shape")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    base = np.random.default_rng(seed).uniform(1.0e308, 1.7e308, shape)
+    x, owner, name = data.draw(layouts(base), label="layout")
+    axes = tuple(data.draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, unique=True), label="axes"))
+    before = owner.copy()
+    got = numred.reduce_mean(x, axes, keepdims=0)
+    # the oracle: NumPy's pairwise mean of the values scaled by 2**-64 (exactly), scaled back
+    want = np.mean(x.astype(np.float64) * 2.0**-64, axis=axes) * 2.0**64
+    assert np.isfinite(got).all(), name
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0, err_msg=name)
+    assert owner.tobytes() == before.tobytes()
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=[d.name for d in FLOAT_DTYPES])
 def test_log_sum_exp_is_max_shifted(dtype):
     got = _one("reduce_log_sum_exp", [1000, 1000], dtype)
