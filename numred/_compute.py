@@ -57,7 +57,7 @@ def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):
         n_kept, kept_stride, n_reduced, step = plan.single_run
         return K.FLOAT_ROWS[mode], (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
     if plan.single_tile and mode in K.FLOAT_TILES and (not float64 or K.narrow_tile.py_func(
-            plan.single_tile[2], plan.tile, plan.single_tile[4])):
+            plan.single_tile[2], plan.tile, *plan.single_tile[3:])):
         return K.FLOAT_TILES[mode], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
     if plan.single_block:
         return K.FLOAT_BLOCKS[mode], (plan.base, *plan.single_block, scale, maxima, divisor)

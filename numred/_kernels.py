@@ -1410,6 +1410,11 @@ def _float_rows_for(mode):
 # position, folded into the columns at the end (_narrow_block_sums). Wide rows of a width known only
 # at run time (float_sums) took 2.1-2.5x this kernel's time on 256x1024x8 float32 (in-process A/B).
 NARROW_ROW = 64
+# Only blocks of up to this many elements: larger ones read as fast as wide rows (float_sums) or
+# faster (32x56x56x64 over axes [1, 2], blocks of 200704 elements: float32 0.98-1.33x, float64
+# 1.14-1.37x the time of wide rows, in-process A/B; four quarters of a block at once instead of
+# neighbouring rows did not close it for float64).
+NARROW_MAX_BLOCK = 1 << 16
 # A task of float_tiles takes whole narrow blocks, enough for this many elements, while that leaves
 # FEW_NARROW_TASKS tasks.
 NARROW_TASK_ELEMENTS = 1 << 14
@@ -1417,32 +1422,40 @@ FEW_NARROW_TASKS = 16
 
 
 @njit(fastmath=False)
-def narrow_tile(n_inner, tile, step):
+def narrow_tile(n_inner, tile, n_reduced, step):
     """Whether float_tiles reads each outer block as one run of NARROW_ROW-element rows (the plan
     asks through ``narrow_tile.py_func``): a tile that is the whole kept row, of a width dividing
-    NARROW_ROW, whose rows lie back to back."""
-    return tile == n_inner == step and NARROW_ROW % n_inner == 0
+    NARROW_ROW, whose rows lie back to back, in blocks of at most NARROW_MAX_BLOCK elements."""
+    return tile == n_inner == step and NARROW_ROW % n_inner == 0 and n_reduced * n_inner <= NARROW_MAX_BLOCK
+
+
+@njit(fastmath=FASTMATH)
+def _narrow_rows4(run, first, mode, scale, acc):
+    """acc[l] += the terms (as in _float_run; SUM or SUM_SQUARES) of the four NARROW_ROW-element rows
+    of ``run`` from ``first`` on, summed as a tree."""
+    a = run[first:first + NARROW_ROW]
+    b = run[first + NARROW_ROW:first + 2 * NARROW_ROW]
+    c = run[first + 2 * NARROW_ROW:first + 3 * NARROW_ROW]
+    d = run[first + 3 * NARROW_ROW:first + 4 * NARROW_ROW]
+    if mode == SUM:  # each term scaled, as in _float_columns
+        for l in range(NARROW_ROW):
+            acc[l] += ((as_float64(a[l]) * scale + as_float64(b[l]) * scale)
+                       + (as_float64(c[l]) * scale + as_float64(d[l]) * scale))
+    else:
+        for l in range(NARROW_ROW):
+            va, vb, vc, vd = as_float64(a[l]), as_float64(b[l]), as_float64(c[l]), as_float64(d[l])
+            acc[l] += (va * va + vb * vb) + (vc * vc + vd * vd)
 
 
 @njit(fastmath=FASTMATH)
 def _narrow_block_sums(src, offset, n, mode, scale, acc):
     """acc[l] += the terms (as in _float_run; SUM or SUM_SQUARES) of src[offset + p] for 0 <= p < n
-    and p % NARROW_ROW == l: four rows of NARROW_ROW per step, summed as a tree (one row per step
-    took 4x the time: each accumulator waits on its own store), then single rows and the last part."""
+    and p % NARROW_ROW == l: four rows per step (one row per step took 4x the time: each
+    accumulator waits on its own store), then single rows and the last part."""
     run = _view(src, offset, offset + n)
     p = 0
     while p + 4 * NARROW_ROW <= n:
-        rows = run[p:p + 4 * NARROW_ROW]
-        if mode == SUM:
-            for l in range(NARROW_ROW):  # each term scaled, as in _float_columns
-                acc[l] += ((as_float64(rows[l]) * scale + as_float64(rows[l + NARROW_ROW]) * scale)
-                           + (as_float64(rows[l + 2 * NARROW_ROW]) * scale
-                              + as_float64(rows[l + 3 * NARROW_ROW]) * scale))
-        else:
-            for l in range(NARROW_ROW):
-                a, b = as_float64(rows[l]), as_float64(rows[l + NARROW_ROW])
-                c, d = as_float64(rows[l + 2 * NARROW_ROW]), as_float64(rows[l + 3 * NARROW_ROW])
-                acc[l] += (a * a + b * b) + (c * c + d * d)
+        _narrow_rows4(run, p, mode, scale, acc)
         p += 4 * NARROW_ROW
     while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
         rest = run[p:min(n, p + NARROW_ROW)]
@@ -1466,7 +1479,7 @@ def _float_tiles_for(mode):
 
     def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, result):
         src = _borrowed(src)
-        if narrow_tile(n_inner, tile, step):
+        if narrow_tile(n_inner, tile, n_reduced, step):
             n = n_reduced * n_inner
             compensated = compensation_block(src) < NEVER
             # several small blocks per task: its arrays are allocated once

@@ -346,8 +346,8 @@ def test_narrow_tiles_are_read_as_runs_of_rows(case):
     view, shape, axes = NARROW_TILES[case]
     x = view(_make("float32-grid", shape, seed=41))
     plan = with_threads(2, make_plan, x, tuple(axes))[0]
-    n_outer, _, n_inner, _, step = plan.single_tile
-    assert n_outer >= 16 and _kernels.narrow_tile.py_func(n_inner, plan.tile, step), plan
+    n_outer, _, n_inner, n_reduced, step = plan.single_tile
+    assert n_outer >= 16 and _kernels.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
 
 
 @needs_two_threads
