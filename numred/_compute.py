@@ -48,16 +48,21 @@ def _tasks(plan):
     return plan.n_kept * plan.nchunks
 
 
+def _narrow_float64_tile(plan):
+    _, _, n_inner, n_reduced, step = plan.single_tile
+    return K.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step) and n_inner * n_reduced <= K.NARROW_FLOAT64_MAX_BLOCK
+
+
 def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):
     """(kernel name, arguments after src, before the result) of the float kernel that writes finished
     results itself, which it does with one chunk per output; None when there are more. ``float64``:
     whether src holds float64, whose sums are compensated (of the single-tile kernels, only narrow
-    tiles' do that, K.narrow_tile)."""
+    tiles' do that, K.narrow_tile; float64 takes them in blocks of at most
+    K.NARROW_FLOAT64_MAX_BLOCK elements)."""
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         return K.FLOAT_ROWS[mode], (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
-    if plan.single_tile and mode in K.FLOAT_TILES and (not float64 or K.narrow_tile.py_func(
-            plan.single_tile[2], plan.tile, *plan.single_tile[3:])):
+    if plan.single_tile and mode in K.FLOAT_TILES and (not float64 or _narrow_float64_tile(plan)):
         return K.FLOAT_TILES[mode], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
     if plan.single_block:
         return K.FLOAT_BLOCKS[mode], (plan.base, *plan.single_block, scale, maxima, divisor)

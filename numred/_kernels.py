@@ -1415,6 +1415,10 @@ NARROW_ROW = 64
 # 1.14-1.37x the time of wide rows, in-process A/B; four quarters of a block at once instead of
 # neighbouring rows did not close it for float64).
 NARROW_MAX_BLOCK = 1 << 16
+# float64 blocks only up to this many elements (64 KiB): 1000x500x4, 256x1024x8, 2048x300x2 and
+# 800x1000x4 took 0.31-0.88x the time of wide rows, but 64x1000x32 (blocks of 32000) 1.23x,
+# 100x2000x16 2.2x and 200x4000x4 1.1x (in-process A/B; float32 on the same shapes 0.55-0.9x).
+NARROW_FLOAT64_MAX_BLOCK = 1 << 13
 # A task of float_tiles takes whole narrow blocks, enough for this many elements, while that leaves
 # FEW_NARROW_TASKS tasks.
 NARROW_TASK_ELEMENTS = 1 << 14
