@@ -49,8 +49,11 @@ def _tasks(plan):
 
 
 def _narrow_float64_tile(plan):
+    """Whether the single tile of a float64 plan is narrow (K.narrow_tile) in blocks small enough
+    for the lean kernel, which folds float64 sums compensated there (K.NARROW_FLOAT64_MAX_BLOCK)."""
     _, _, n_inner, n_reduced, step = plan.single_tile
-    return K.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step) and n_inner * n_reduced <= K.NARROW_FLOAT64_MAX_BLOCK
+    return (K.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step)
+            and n_inner * n_reduced <= K.NARROW_FLOAT64_MAX_BLOCK)
 
 
 def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):

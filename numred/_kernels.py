@@ -1475,11 +1475,12 @@ def _narrow_block_sums(src, offset, n, mode, scale, acc):
 
 def _float_tiles_for(mode):
     """float_sums for the commonest tile layout, fixed to one ``mode`` (SUM or SUM_SQUARES) and to
-    uncompensated data (not float64; narrow tiles of float64 too, NARROW_ROW): one reduced axis of ``n_reduced`` rows ``step`` apart over
-    ``n_outer`` x ``n_inner`` outputs, the inner ones contiguous and cut into tiles of ``tile``, one
-    chunk, and no wide rows (_rows_per_wide_row is 1). Without the general kernel's run walking and
-    per-task set-up, the kernel alone took 0.91-0.99x its time on 1000x1000 float32 axis 0 and
-    0.70-0.88x on 32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B)."""
+    uncompensated data (not float64, but for narrow tiles, NARROW_ROW): one reduced axis of
+    ``n_reduced`` rows ``step`` apart over ``n_outer`` x ``n_inner`` outputs, the inner ones
+    contiguous and cut into tiles of ``tile``, one chunk, and no wide rows (_rows_per_wide_row is
+    1) or narrow rows (narrow_tile). Without the general kernel's run walking and per-task set-up,
+    the kernel alone took 0.91-0.99x its time on 1000x1000 float32 axis 0 and 0.70-0.88x on
+    32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B)."""
 
     def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, result):
         src = _borrowed(src)
