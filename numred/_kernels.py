@@ -1462,14 +1462,7 @@ def _narrow_block_sums(src, offset, n, mode, scale, acc):
         _narrow_rows4(run, p, mode, scale, acc)
         p += 4 * NARROW_ROW
     while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
-        rest = run[p:min(n, p + NARROW_ROW)]
-        if mode == SUM:
-            for l in range(rest.size):
-                acc[l] += as_float64(rest[l]) * scale
-        else:
-            for l in range(rest.size):
-                v = as_float64(rest[l])
-                acc[l] += v * v
+        _float_columns(src, offset + p, NARROW_ROW, 1, min(NARROW_ROW, n - p), mode, scale, acc[:0], 0, acc)
         p += NARROW_ROW
 
 
