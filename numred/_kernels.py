@@ -1407,8 +1407,9 @@ def _float_rows_for(mode):
 # with few channels over its spatial axes): each outer output block is one contiguous run, whose
 # element p belongs to output p % width. For widths dividing NARROW_ROW the run is read as rows of
 # NARROW_ROW (a literal: LLVM then keeps a row in eight vector registers) into one accumulator per
-# position, folded into the columns at the end (_narrow_block_sums). Wide rows of a width known only
-# at run time (float_sums) took 2.1-2.5x this kernel's time on 256x1024x8 float32 (in-process A/B).
+# position, folded into the columns at the end (_narrow_block_sums). With wide rows of a width known
+# only at run time (float_sums), 256x1024x8 float32 means took 1.2-1.9x the time, 1000x500x4
+# 1.9-2.4x (whole calls, in-process A/B).
 NARROW_ROW = 64
 # Only blocks of up to this many elements: larger ones read as fast as wide rows (float_sums) or
 # faster (32x56x56x64 over axes [1, 2], blocks of 200704 elements: float32 0.98-1.33x, float64
