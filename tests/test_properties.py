@@ -446,8 +446,7 @@ def test_parallel_plans_match_oracle(data):
         x = owner = base
     else:
         x, owner, _ = data.draw(layouts(base), label="layout")
-    axes = data.draw(st.none() | st.lists(st.integers(-x.ndim, x.ndim - 1), min_size=1, max_size=x.ndim).map(
-        lambda a: sorted({v % x.ndim for v in a})), label="axes")
+    axes = data.draw(st.none() | st.lists(st.integers(0, x.ndim - 1), min_size=1, unique=True), label="axes")
     check_against_oracle(opname, x, axes, data.draw(FLAGS, label="keepdims"), 0, owner, calls=2)
 
 
