@@ -48,24 +48,25 @@ def _tasks(plan):
     return plan.n_kept * plan.nchunks
 
 
-def _narrow_float64_tile(plan):
-    """Whether the single tile of a float64 plan is narrow (K.narrow_tile) in blocks small enough
-    for the lean kernel, which folds float64 sums compensated there (K.NARROW_FLOAT64_MAX_BLOCK)."""
+def _narrow_tile(plan, itemsize):
+    """Whether the plan is a single narrow tile (K.narrow_tile) for the lean kernels; data of
+    ``itemsize`` 8 only in blocks of at most K.NARROW_64BIT_MAX_BLOCK elements."""
+    if not plan.single_tile:
+        return False
     _, _, n_inner, n_reduced, step = plan.single_tile
     return (K.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step)
-            and n_inner * n_reduced <= K.NARROW_FLOAT64_MAX_BLOCK)
+            and (itemsize < 8 or n_inner * n_reduced <= K.NARROW_64BIT_MAX_BLOCK))
 
 
 def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):
     """(kernel name, arguments after src, before the result) of the float kernel that writes finished
     results itself, which it does with one chunk per output; None when there are more. ``float64``:
     whether src holds float64, whose sums are compensated (of the single-tile kernels, only narrow
-    tiles' do that, K.narrow_tile; float64 takes them in blocks of at most
-    K.NARROW_FLOAT64_MAX_BLOCK elements)."""
+    tiles' do that, _narrow_tile)."""
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         return K.FLOAT_ROWS[mode], (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
-    if plan.single_tile and mode in K.FLOAT_TILES and (not float64 or _narrow_float64_tile(plan)):
+    if plan.single_tile and mode in K.FLOAT_TILES and (not float64 or _narrow_tile(plan, 8)):
         return K.FLOAT_TILES[mode], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
     if plan.single_block:
         return K.FLOAT_BLOCKS[mode], (plan.base, *plan.single_block, scale, maxima, divisor)
@@ -159,7 +160,7 @@ def _maxima(plan, src, dtype):
 _NO_WORDS = np.zeros(0, dtype=np.uint64)  # the partial arguments when the kernel finishes the results
 
 
-def _int_launch(plan, squares):
+def _int_launch(plan, squares, itemsize):
     """(kernels (serial, parallel), parallel, arguments after src and before the result) of the
     integer mean or sum of squares (``squares``) that one kernel call finishes, or None when chunk
     partials are combined afterwards."""
@@ -171,6 +172,9 @@ def _int_launch(plan, squares):
     if not plan.parallel:  # small: the fewest arguments (serial plans have one chunk)
         return ((K.serial_int_sums, None), False,
                 (plan.base, plan.dims, plan.kept_ndim, plan.tile, squares, plan.n_reduced))
+    if _narrow_tile(plan, itemsize) and (squares or itemsize == 8):  # (_kernels._int_tiles_for)
+        n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
+        return K.KERNELS[K.INT_TILES[squares]], True, (plan.base, n_outer, outer_stride, n_inner, n_reduced)
     if plan.nchunks == 1:
         return K.KERNELS["int_sums"], True, (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, squares,
                                              plan.n_reduced, _NO_WORDS, _NO_WORDS)
@@ -180,7 +184,7 @@ def _int_launch(plan, squares):
 def _int_sums(plan, src, squares, result):
     """Integer exact mean or wrapping sum of squares (squares) into result, of the input dtype: the
     kernels compute uint64 two's-complement bits, and the store keeps the low bits."""
-    one_launch = _int_launch(plan, squares)
+    one_launch = _int_launch(plan, squares, src.itemsize)
     if one_launch is not None:
         kernels, parallel, args = one_launch
         run(kernels, parallel, src, *args, result)
@@ -276,7 +280,7 @@ def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float, finite: 
     if dtype not in FLOAT_BITS:  # integers are their own carriers
         if mode == K.SUM and _int_mean_by_float_tiles(plan, dtype):
             return None
-        one_launch = _int_launch(plan, mode == K.SUM_SQUARES)
+        one_launch = _int_launch(plan, mode == K.SUM_SQUARES, dtype.itemsize)
         return None if one_launch is None else OneLaunch(*one_launch, dtype, dtype)
     carrier = RESULT_DTYPE[dtype]  # for float dtypes also the carrier of the input (_frontend.CARRIERS)
     if not plan.parallel and not plan.single_run:  # the serial kernel _float_sums takes for these

@@ -1416,10 +1416,12 @@ NARROW_ROW = 64
 # 1.14-1.37x the time of wide rows, in-process A/B; four quarters of a block at once instead of
 # neighbouring rows did not close it for float64).
 NARROW_MAX_BLOCK = 1 << 16
-# float64 blocks only up to this many elements (64 KiB): 1000x500x4, 256x1024x8, 2048x300x2 and
-# 800x1000x4 took 0.31-0.88x the time of wide rows, but 64x1000x32 (blocks of 32000) 1.23x,
-# 100x2000x16 2.2x and 200x4000x4 1.1x (in-process A/B; float32 on the same shapes 0.55-0.9x).
-NARROW_FLOAT64_MAX_BLOCK = 1 << 13
+# 64-bit data (float64, int64, uint64) only in blocks of up to this many elements (64 KiB): float64
+# on 1000x500x4, 256x1024x8, 2048x300x2 and 800x1000x4 took 0.31-0.88x the time of wide rows, but
+# 64x1000x32 (blocks of 32000) 1.23x, 100x2000x16 2.2x and 200x4000x4 1.1x (in-process A/B; float32
+# on the same shapes 0.55-0.9x). int64 and uint64 (_int_tiles_for) the same way: 0.38-0.77x the time
+# of int_sums on the four, but 100x2000x16 1.2-1.7x.
+NARROW_64BIT_MAX_BLOCK = 1 << 13
 # A task of float_tiles takes whole narrow blocks, enough for this many elements, while that leaves
 # FEW_NARROW_TASKS tasks.
 NARROW_TASK_ELEMENTS = 1 << 14
@@ -2025,6 +2027,59 @@ def _int_blocks_for(squares):
     return int_blocks
 
 
+def _int_tiles_for(squares):
+    """int_sums for narrow tiles (narrow_tile), fixed to the wrapping sum of squares (``squares``) or
+    the exact mean of 64-bit data (32-bit means take float_tiles: _compute._int_mean_by_float_tiles),
+    reading each outer block of n_reduced x n_inner contiguous elements as float_tiles does: as rows
+    of NARROW_ROW (eight at a time for squares, four for the halves of means) into NARROW_ROW column
+    accumulators, folded into the outputs at the end and finished into uint64 bits as int_rows does.
+    int_sums read these blocks as wide rows of a width known only at run time, with arrays per outer
+    block: int32 sums of squares took 1.5-2.6x float32's time. (With the fold through _fold_halves
+    and per-task output arrays, 2048x300x2 int32 sums of squares took 2.4-2.8x as long in processes
+    that loaded the kernel from the disk cache as in the one that compiled it.)"""
+
+    def int_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, result):
+        src = _borrowed(src)
+        n = n_reduced * n_inner
+        count = _U64(n_reduced)
+        per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
+        for task in prange(-(-n_outer // per_task)):
+            # the low halves (or wrapping squares) and high halves of each column, as in int_sums
+            low_acc = low_accumulators(src, NARROW_ROW)
+            high_acc = np.zeros(0 if squares else NARROW_ROW, dtype=np.int64)
+            for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
+                offset = base + outer * outer_stride
+                p = 0
+                if squares:
+                    while p + 8 * NARROW_ROW <= n:
+                        _int_columns8(src, offset + p, NARROW_ROW, NARROW_ROW, squares, low_acc, high_acc)
+                        p += 8 * NARROW_ROW
+                while p + 4 * NARROW_ROW <= n:
+                    first = offset + p
+                    _int_columns4(_view(src, first, first + NARROW_ROW),
+                                  _view(src, first + NARROW_ROW, first + 2 * NARROW_ROW),
+                                  _view(src, first + 2 * NARROW_ROW, first + 3 * NARROW_ROW),
+                                  _view(src, first + 3 * NARROW_ROW, first + 4 * NARROW_ROW),
+                                  squares, low_acc, high_acc)
+                    p += 4 * NARROW_ROW
+                while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
+                    _int_columns(_view(src, offset + p, offset + min(p + NARROW_ROW, n)), squares, low_acc, high_acc)
+                    p += NARROW_ROW
+                for w in range(n_inner):  # output w's columns are w, w + n_inner, ...
+                    low = _U64(0)
+                    high = _U64(0)
+                    for j in range(w, NARROW_ROW, n_inner):
+                        if squares:
+                            low += low_acc[j]
+                        else:
+                            low, high = _add_halves128(low, high, low_acc[j], high_acc[j])
+                            high_acc[j] = 0
+                        low_acc[j] = 0
+                    result[outer * n_inner + w] = low if squares else _int_mean(low, high, count)
+
+    return int_tiles
+
+
 @njit(fastmath=False)
 def _int_row(src, origin, n, step, squares, count):
     """One output of int_rows over its run: the wrapping sum of squares, or the exact mean over
@@ -2424,6 +2479,7 @@ FLOAT_TILES = {mode: FLOAT_SUMS[mode].replace("_sum", "_tiles_sum", 1) for mode 
 FLOAT_BLOCKS = {mode: name.replace("_sum", "_blocks_sum", 1) for mode, name in FLOAT_SUMS.items()}
 INT_ROWS = {False: "int_rows_mean", True: "int_rows_sum_squares"}  # by ``squares``
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
+INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
 KERNELS = {
     name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
@@ -2432,6 +2488,7 @@ KERNELS = {
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
     + [(INT_ROWS[squares], _int_rows_for(squares)) for squares in INT_ROWS]
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
+    + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]
     + [(fn.__name__, fn) for fn in (max_keys, max_blocks, int_sums, int_sum_exp, int_exp_blocks,
                                     float_rows_log_sum_exp, int_rows_log_sum_exp)]
 }

@@ -26,6 +26,7 @@ LAYOUTS = (
     ((300, 200), [1]),  # parallel rows (four at a time, and the leftover rows)
     ((301, 200), [0]),  # parallel tiles of rows read as wide rows
     ((100, 1500), [0]),  # parallel single tiles: the lean float_tiles kernel
+    ((100, 300, 4), [1]),  # parallel narrow tiles (integers: the int_tiles kernels)
     ((20, 30, 40, 10), [1, 3]),  # parallel, general geometry
     ((30, 40, 50), [0, 2]),  # parallel blocks: a kept axis between two reduced ones
     ((4, 300_000), [1]),  # few outputs: chunked runs, combined afterwards

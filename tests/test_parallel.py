@@ -350,6 +350,57 @@ def test_narrow_tiles_are_read_as_runs_of_rows(case):
     assert n_outer >= 16 and _kernels.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
 
 
+def _exact_int_results(opname, x, axes):
+    """The contract's integer results (keepdims=1) from Python integers: the mean truncated toward
+    zero, the sum of squares modulo 2**bits in two's complement."""
+    values = x.astype(object)
+    n = math.prod(x.shape[a] for a in axes)
+    if opname == "reduce_mean":
+        sums = values.sum(axis=tuple(axes), keepdims=True)
+        return np.vectorize(lambda s: s // n if s >= 0 else -(-s // n), otypes=[object])(sums)
+    bits = x.dtype.itemsize * 8
+    sums = (values * values).sum(axis=tuple(axes), keepdims=True)
+    signed = x.dtype.kind == "i"
+    return np.vectorize(lambda s: (s + (1 << bits - 1)) % (1 << bits) - (1 << bits - 1) if signed else s % (1 << bits),
+                        otypes=[object])(sums)
+
+
+@needs_two_threads
+@pytest.mark.parametrize("case", NARROW_TILES)
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint64"])
+def test_integer_narrow_tiles_are_exact(dtype, case):
+    # The integer narrow-tile kernels (_kernels._int_tiles_for): groups of eight rows of NARROW_ROW
+    # (sums of squares) or four (the 128-bit halves of 64-bit means), single rows, the last part,
+    # on values spanning the dtype with its extremes, where squares wrap and means need every bit.
+    from numred import _compute, _kernels
+    from numred._plan import make_plan
+
+    view, shape, axes = NARROW_TILES[case]
+    info = np.iinfo(dtype)
+    whole = np.random.default_rng(43).integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    whole.reshape(-1)[::5] = info.max
+    whole.reshape(-1)[1::7] = info.min
+    x = view(whole)
+    before = whole.copy()
+    plan = with_threads(2, make_plan, x, tuple(axes))[0]
+    for opname in ("reduce_mean", "reduce_sum_square"):
+        squares = opname == "reduce_sum_square"
+        kernels = _compute._int_launch(plan, squares, x.itemsize)[0]
+        # 32-bit means take the float tiles; 64-bit data only blocks of up to NARROW_64BIT_MAX_BLOCK
+        narrow = x.itemsize == 4 or plan.single_tile[2] * plan.single_tile[3] <= _kernels.NARROW_64BIT_MAX_BLOCK
+        if (squares or x.itemsize == 8) and narrow:
+            assert kernels is _kernels.KERNELS[_kernels.INT_TILES[squares]], (opname, plan)
+        expected = _exact_int_results(opname, x, axes)
+        for threads in (2, 1):
+            for call in range(2):  # the second call of a C-contiguous input is a OneLaunch
+                got = with_threads(threads, getattr(numred, opname), x, axes)
+                ctx = f"{opname} {dtype} {case} {threads} threads, call {call + 1}"
+                assert got.dtype == x.dtype and got.shape == expected.shape, ctx
+                assert got.astype(object).tolist() == expected.tolist(), ctx
+                assert not np.shares_memory(got, whole), ctx
+    assert whole.tobytes() == before.tobytes(), "the input was modified"
+
+
 @needs_two_threads
 @pytest.mark.parametrize("case", SINGLE_TILES)
 @pytest.mark.parametrize("kind", ["float32-grid", "float64-grid", "float16-grid", "bfloat16-grid", "int32"])

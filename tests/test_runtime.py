@@ -218,7 +218,7 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
         inputs = [(np.int32(4), None), (np.arange(5, dtype=np.int32), [0]),
                   (np.arange(24, dtype=np.int32).reshape(2, 3, 4), [0, 2]),
                   (big[::3, ::-2], [1]), (big[::3, ::-2], [0]), (big.T, [1]), (big, [0]), (big, None),
-                  (big.reshape(10, 100, 3000), [1]), (big.reshape(2, 1_500_000), [1]),
+                  (big.reshape(10, 100, 3000), [1]), (big.reshape(1000, 750, 4), [1]), (big.reshape(2, 1_500_000), [1]),
                   (big.reshape(1_500_000, 2), [0]), (big.reshape(30, 100, 1000), [0, 2])]
         for x, axes in inputs:
             for parallel_allowed in (True, False):
