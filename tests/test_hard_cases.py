@@ -262,7 +262,7 @@ def test_float64_means_of_parallel_inputs_retry_only_overflowing_sums(layout):
 
 @pytest.mark.parametrize("shape, axis", [
     ((300, 400), 0), ((12, 3000), 0), ((13, 3000), 0), ((13, 40), 0),  # tiles: 8 + 4 (+ 1) rows
-    ((1000, 12, 300), 1), ((1000, 13, 4), 1), ((20, 13, 4), 1),
+    ((100, 12, 300), 1), ((1000, 13, 4), 1), ((20, 13, 4), 1),  # (100 outer blocks: still parallel)
     ((120, 76, 4), 1), ((600, 45, 2), 1),  # narrow tiles: four rows of 64 at a time, then single rows
 ])
 def test_float64_means_of_tiles_whose_sums_overflow_are_finite(shape, axis):
