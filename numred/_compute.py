@@ -343,9 +343,11 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
         means, finite = _float_sums(plan, src, K.SUM, divisor=plan.n_reduced, result_dtype=RESULT_DTYPE[dtype],
                                     check_finite=float64)
         if float64 and not finite:  # inf/NaN inputs or an overflowing sum of finite values
-            overflowed = ~np.isfinite(means)
+            # The rescaled sums cannot overflow, so where a result is not finite theirs is the right
+            # one: finite for finite values, and for an infinity among values whose sum overflowed
+            # the other way, that infinity ([-1.7e308, -1.7e308, inf] had come out NaN: -inf + inf).
             rescaled = _float_sums(plan, src, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
-            means = np.where(overflowed & np.isfinite(rescaled), rescaled, means)
+            means = np.where(np.isfinite(means), means, rescaled)
         return _as_dtype(means, dtype)
     result = np.empty(plan.n_kept, dtype=dtype)
     if _int_mean_by_float_tiles(plan, dtype):

@@ -244,9 +244,9 @@ def test_short_rows_of_inputs_beyond_the_cache_count_every_row(opname, dtype):
 def test_float64_means_of_parallel_inputs_retry_only_overflowing_sums(layout):
     # The results of a parallel float64 mean are checked for inf and NaN (_kernels.all_finite, a
     # sum of value * 0.0); when one is found, the mean is computed again on the data scaled by
-    # 2**-64, and only a result that was not finite before and is finite now is replaced. Here one
+    # 2**-64, and every result that was not finite is replaced by the rescaled one. Here one
     # output among 400 overflows in its sum though its mean is finite, and others are inf, -inf or
-    # NaN from their data, which the rescaled pass must leave as they are.
+    # NaN from their data, which the rescaled pass must give again.
     x = np.random.default_rng(11).uniform(-1, 1, (400, 300))
     x[5] = 1.7e308
     x[6, 7] = np.inf
@@ -258,6 +258,30 @@ def test_float64_means_of_parallel_inputs_retry_only_overflowing_sums(layout):
     out = numred.reduce_mean(view, axis, keepdims=0)
     assert_matches(out, expected("reduce_mean", view, axis, keepdims=0))
     assert out[5] == 1.7e308 and out[6] == np.inf and out[7] == -np.inf and np.isnan(out[8])
+
+
+@pytest.mark.parametrize("layout", ["serial", "rows", "columns", "strided rows", "one long row"])
+def test_float64_mean_of_an_infinity_and_values_whose_sum_overflows_the_other_way(layout):
+    # Finite values whose float64 sum overflows to -inf, and one +inf: the exact sum is +inf, and
+    # so is the mean (SEMANTICS: an inf without the opposite one gives that inf). A plain sum gives
+    # -inf + inf = NaN, or inf when the inf comes first: the result depended on the order, and the
+    # rescaled retry (_compute.mean) kept the NaN. Found by a fuzzing session against the oracle.
+    rng = np.random.default_rng(12)
+    n_rows, n = {"serial": (3, 5), "one long row": (1, 100_000)}.get(layout, (200, 300))
+    x = rng.uniform(1.5e308, 1.7e308, (n_rows, n)) * np.where(np.arange(n_rows) % 2, 1, -1)[:, None]
+    x[:, -1] = np.where(np.arange(n_rows) % 2, -np.inf, np.inf)  # the infinity last: after the overflow
+    if n_rows > 2:
+        x[1, 0] = np.nan  # stays NaN
+        x[2, 0] = -np.inf  # both infinities: NaN
+    view = {"columns": x.T, "strided rows": np.repeat(x, 2, axis=1)[:, ::2]}.get(layout, x)
+    axis = 0 if layout == "columns" else 1
+    for call in range(2):  # the second call of a geometry is one launch, which falls back to the driver
+        out = numred.reduce_mean(view, axis, keepdims=0)
+        assert_matches(out, expected("reduce_mean", view, axis, keepdims=0))
+    if n_rows > 2:
+        assert np.isnan(out[1:3]).all()
+    assert (out[3:] == np.where(np.arange(3, n_rows) % 2, -np.inf, np.inf)).all()
+    assert out[0] == np.inf
 
 
 @pytest.mark.parametrize("shape, axis", [
