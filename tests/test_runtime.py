@@ -199,7 +199,10 @@ def test_warm_start_loads_kernels_from_the_disk_cache(concurrently_filled_cache)
     assert all(int(misses) == 0 for _, misses in warm), warm  # nothing compiled: all from the cache
     best = min(float(seconds) for seconds, _ in warm)
     print(f"warm import + first calls: best {best:.2f} s of {warm}")
-    assert best < 1.5
+    # Loading takes about 1 s here, compiling these kernels 20-30 s. The bound only catches a
+    # loader as slow as compiling; it is loose because this is a shared machine (a CI run took
+    # 1.55 s at best where 1.5 had been the bound), and speed itself is measured by the benchmarks.
+    assert best < 8.0
 
 
 def test_precompile_fills_the_cache_for_every_layout(tmp_path):
