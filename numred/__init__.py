@@ -5,6 +5,7 @@ The behaviour of every edge case is the contract in docs/SEMANTICS.md.
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Union
 
@@ -12,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._frontend import reduce as _reduce
+from ._frontend import unexpected_keywords as _unexpected_keywords
 from ._registry import OPS_BY_NAME as _OPS
 
 __version__ = "0.1.0"
@@ -47,12 +49,17 @@ _SHARED_DOC = {
 def _shared_doc(fn):
     for marker, text in _SHARED_DOC.items():
         fn.__doc__ = fn.__doc__.replace(marker, text)
+    # ``**unexpected`` only catches NumPy habits (``axis=``) to answer them with a precise TypeError;
+    # the signature that help(), Sphinx and type checkers show is the ONNX one
+    signature = inspect.signature(fn)
+    fn.__signature__ = signature.replace(parameters=[
+        p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD])
     return fn
 
 
 @_shared_doc
 def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
-                noop_with_empty_axes: int = 0) -> np.ndarray:
+                noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
     """ONNX ReduceMean (opset 18): the mean over ``axes``, in the input dtype.
 
     Floats accumulate in float64 and round once to the input dtype, so the mean of finite values is
@@ -104,12 +111,14 @@ def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
     >>> numred.reduce_mean(np.float32([]))
     array([nan], dtype=float32)
     """
+    if unexpected:
+        raise _unexpected_keywords("reduce_mean", unexpected)
     return _reduce(_OPS["reduce_mean"], data, axes, keepdims, noop_with_empty_axes)
 
 
 @_shared_doc
 def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
-                       noop_with_empty_axes: int = 0) -> np.ndarray:
+                       noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
     """ONNX ReduceLogSumExp (opset 18): ``log(sum(exp(x)))`` over ``axes``, in the input dtype.
 
     The maximum is subtracted before ``exp``, so large inputs do not overflow. Float dtypes sum
@@ -156,12 +165,14 @@ def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int
     >>> numred.reduce_log_sum_exp(np.int64([5, 4, 4, 4, 4, 4]))
     array([6])
     """
+    if unexpected:
+        raise _unexpected_keywords("reduce_log_sum_exp", unexpected)
     return _reduce(_OPS["reduce_log_sum_exp"], data, axes, keepdims, noop_with_empty_axes)
 
 
 @_shared_doc
 def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
-                      noop_with_empty_axes: int = 0) -> np.ndarray:
+                      noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
     """ONNX ReduceSumSquare (opset 18): ``sum(x * x)`` over ``axes``, in the input dtype.
 
     Floats accumulate in float64 and round once (a sum beyond the dtype's range is inf). Integers
@@ -205,4 +216,6 @@ def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int 
     >>> numred.reduce_sum_square(np.int32([3, 50000]), axes=[], noop_with_empty_axes=1)
     array([          9, -1794967296], dtype=int32)
     """
+    if unexpected:
+        raise _unexpected_keywords("reduce_sum_square", unexpected)
     return _reduce(_OPS["reduce_sum_square"], data, axes, keepdims, noop_with_empty_axes)

@@ -2,6 +2,7 @@
 and no-op cases. Everything that can be wrong about a call is found here, before any kernel runs."""
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import operator
@@ -33,18 +34,65 @@ CARRIERS = {
 SUPPORTED_NAMES = "float32, float64, float16, bfloat16, int32, int64, uint32, uint64"
 
 
+def _cast_hint(dtype: np.dtype) -> str:
+    """The cast a user most likely wants for an unsupported dtype, as a sentence ('' when none fits)."""
+    if dtype.kind == "b" or (dtype.kind in "iu" and dtype.itemsize < 4) or dtype.name.startswith(("int", "uint")):
+        return (" Cast it first: data.astype(np.float32) for float results (a mean with its fraction), "
+                "or np.int32 / np.int64 to keep the integer rules.")
+    if dtype.kind == "f" or dtype.name.startswith("float"):  # longdouble, float8, float4, ...
+        return " Cast it first, e.g. data.astype(np.float32) or data.astype(np.float64)."
+    return ""
+
+
 def as_supported_array(data) -> np.ndarray:
     """``data`` as an ndarray of a supported dtype in native byte order (a copy only when byte-swapped)."""
+    # np.asarray drops a mask silently: the masked values would be counted as if they were data
+    if isinstance(data, np.ma.MaskedArray) or (
+        type(data) in (list, tuple) and any(isinstance(item, np.ma.MaskedArray) for item in data)
+    ):
+        raise TypeError(
+            "numred does not interpret masks, and converting a numpy.ma.MaskedArray would silently "
+            "include its masked values; pass data.filled(value) to choose what they count as, or "
+            "data.compressed() for the unmasked values only (1-D)"
+        )
     try:
         x = np.asarray(data)
     except (ValueError, TypeError) as exc:  # ragged nested lists, objects NumPy refuses
         raise ValueError(f"data cannot be converted to an array: {exc}") from None
     native = x.dtype.newbyteorder("=") if x.dtype.byteorder not in "=|" else x.dtype
     if native not in CARRIERS or x.dtype.fields is not None or x.dtype.subdtype is not None:
-        raise TypeError(f"unsupported dtype {x.dtype}; numred supports {SUPPORTED_NAMES}")
+        if x.dtype == object and not isinstance(data, np.ndarray):
+            raise TypeError(
+                f"data must be array-like: a NumPy array, or a number or nested sequence of numbers, "
+                f"of dtype {SUPPORTED_NAMES}; got {type(data).__name__}, which NumPy can only read as "
+                "an array of dtype object"
+            )
+        raise TypeError(f"unsupported dtype {x.dtype}; numred supports {SUPPORTED_NAMES}.{_cast_hint(x.dtype)}")
     if native != x.dtype:
         x = x.astype(native)
     return x
+
+
+PARAMETERS = ("data", "axes", "keepdims", "noop_with_empty_axes")
+# NumPy's and other libraries' names for the same things, and what numred takes instead
+_KEYWORD_HINTS = {
+    "axis": "did you mean axes=? numred follows the ONNX operator: axes=1 or axes=[0, 2]",
+    "dim": "did you mean axes=? numred follows the ONNX operator: axes=1 or axes=[0, 2]",
+    "keepdim": "did you mean keepdims=? (1 or 0; numred's default is 1, as in ONNX)",
+    "keep_dims": "did you mean keepdims=? (1 or 0; numred's default is 1, as in ONNX)",
+    "dtype": "the result always has the input's dtype: cast the input first, e.g. data.astype(np.float64)",
+    "out": "numred always returns a new array",
+}
+
+
+def unexpected_keywords(func_name: str, names) -> TypeError:
+    """The TypeError for keywords a reduction does not take, with the likely intended one."""
+    name = sorted(names)[0]
+    hint = _KEYWORD_HINTS.get(name)
+    if hint is None:
+        close = [p for p in PARAMETERS if p.startswith(name)] or difflib.get_close_matches(name, PARAMETERS, n=1)
+        hint = f"did you mean {close[0]}=?" if close else f"it takes {', '.join(PARAMETERS)}"
+    return TypeError(f"{func_name}() got an unexpected keyword argument {name!r}; {hint}")
 
 
 def as_flag(value, name: str) -> int:

@@ -57,12 +57,29 @@ class _NumredReduce(OpRun):
     op_domain = ""  # ReferenceEvaluator requires it of new_ops and keys them by (op_domain, class name)
     _reduce: Any = None  # the numred function; set per subclass
 
+    def run(self, *args, **kwargs):
+        # OpRun.run replaces any TypeError of _run by a generic "Issues with types ..." TypeError; a
+        # TypeError of numred's (an unsupported dtype, non-integer axes) names the problem precisely,
+        # so it is what the user gets, with the node it came from
+        try:
+            return super().run(*args, **kwargs)
+        except TypeError as exc:
+            if type(exc.__cause__) is not TypeError or not getattr(exc.__cause__, "_numred", False):
+                raise
+            node = self.onnx_node
+            where = f"{node.op_type} node {node.name!r}" if node.name else node.op_type
+            raise TypeError(f"{where}: {exc.__cause__}") from None
+
     def _run(self, data, axes_input=None, axes=None, keepdims=1, noop_with_empty_axes=0):
         if axes is not None and axes_input is not None:
             raise ValueError(f"{self.onnx_node.op_type}: axes given both as an attribute and as an input")
         if axes is None:
             axes = axes_input
-        return (type(self)._reduce(data, axes, keepdims=keepdims, noop_with_empty_axes=noop_with_empty_axes),)
+        try:
+            return (type(self)._reduce(data, axes, keepdims=keepdims, noop_with_empty_axes=noop_with_empty_axes),)
+        except TypeError as exc:
+            exc._numred = True  # for run(): this message is numred's own
+            raise
 
 
 def _reference_op(op) -> type[OpRun]:

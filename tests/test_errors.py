@@ -237,3 +237,83 @@ def test_checks_still_apply_to_a_repeated_geometry(func):
         got = func(x, axes=[], noop_with_empty_axes=noop)
         expected = OPS_BY_NAME[func.__name__].noop(x) if noop else peer(x.astype(np.float64), None, True)
         np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=f"noop_with_empty_axes={noop!r}")
+
+
+# ---- inputs NumPy would convert with loss, and NumPy habits -------------------------------------
+
+MASK_MSG = r"(?s)mask.*\.filled\(.*\.compressed\(\)"
+
+
+@pytest.mark.parametrize("data", [
+    np.ma.array([1.0, 2.0, 100.0], mask=[0, 0, 1]),
+    np.ma.array(np.arange(6, dtype=np.int32).reshape(2, 3), mask=[[0, 1, 0], [0, 0, 0]]),
+    np.ma.array([1.0, 2.0]),  # no element masked: still refused, the type says masks matter
+    np.ma.masked,
+], ids=["float64-one-masked", "int32-2x3", "nothing-masked", "masked-constant"])
+def test_masked_arrays_raise_type_error_instead_of_counting_masked_values(func, data):
+    before = (data.data.tobytes(), np.ma.getmaskarray(data).tobytes())
+    for axes in (None, [0], []):
+        with pytest.raises(TypeError, match=MASK_MSG):
+            func(data, axes=axes)
+    assert (data.data.tobytes(), np.ma.getmaskarray(data).tobytes()) == before
+
+
+def test_a_list_of_masked_arrays_raises_too(func):
+    rows = [np.ma.array([1.0, 100.0], mask=[0, 1]), np.ma.array([2.0, 3.0], mask=[0, 0])]
+    with pytest.raises(TypeError, match=MASK_MSG):
+        func(rows, axes=[1])
+    with pytest.raises(TypeError, match=MASK_MSG):
+        func(tuple(rows))
+
+
+def test_the_masked_values_are_what_the_filled_and_compressed_hints_choose():
+    x = np.ma.array([1.0, 2.0, 100.0], mask=[0, 0, 1])
+    assert numred.reduce_mean(x.compressed())[0] == 1.5  # NumPy's masked mean
+    assert numred.reduce_mean(x.filled(0.0))[0] == 1.0
+
+
+@pytest.mark.parametrize("data", [None, object(), iter([1.0, 2.0]), {"a": 1.0}, [1.0, "a", None]],
+                         ids=["None", "object", "iterator", "dict", "mixed-list"])
+def test_data_that_is_not_array_like_names_the_problem(func, data):
+    info = check_raises(func, data, TypeError, r"array-like")
+    assert type(data).__name__ in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["bool", "int8", "int16", "uint8", "uint16", "int4", "float8_e4m3fn",
+                                  "longdouble"])
+def test_unsupported_numeric_dtypes_suggest_a_cast(func, name):
+    data = UNSUPPORTED[name]
+    if name == "longdouble" and np.dtype(np.longdouble) == np.dtype(np.float64):
+        pytest.skip("longdouble is float64 on this platform")
+    info = check_raises(func, data, TypeError, r"astype\(np\.float32\)")
+    # the suggestion works: the cast data is accepted
+    func(data.astype(np.float32))
+    assert "supports float32" in str(info.value)
+
+
+def test_complex_data_is_refused_without_suggesting_a_lossy_cast(func):
+    info = check_raises(func, UNSUPPORTED["complex128"], TypeError, "complex128")
+    assert "astype" not in str(info.value)
+
+
+@pytest.mark.parametrize("keyword,hint", [
+    ("axis", r"did you mean axes=\?"),
+    ("dim", r"did you mean axes=\?"),
+    ("keepdim", r"did you mean keepdims=\?"),
+    ("keep_dims", r"did you mean keepdims=\?"),
+    ("noop", r"did you mean noop_with_empty_axes=\?"),
+    ("axs", r"did you mean axes=\?"),
+    ("dtype", r"input's dtype"),
+    ("out", r"new array"),
+    ("where", r"it takes data, axes, keepdims, noop_with_empty_axes"),
+])
+def test_numpy_keywords_raise_type_error_naming_the_right_one(func, keyword, hint):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    info = check_raises(func, data, TypeError, hint, **{keyword: 1})
+    assert f"{func.__name__}() got an unexpected keyword argument {keyword!r}" in str(info.value)
+
+
+def test_the_signature_is_the_onnx_one(func):
+    import inspect
+
+    assert list(inspect.signature(func).parameters) == ["data", "axes", "keepdims", "noop_with_empty_axes"]

@@ -318,3 +318,28 @@ def test_runner_skips_expanded_models():
     result = unittest.TestResult()
     case("test_reduce_log_sum_exp_empty_set_expanded_cpu").run(result)
     assert len(result.skipped) == 1 and "exclude pattern" in result.skipped[0][1]
+
+
+# ---- numred's own error messages reach the user ------------------------------------------------
+
+def _int8_mean_model(name):
+    node = helper.make_node("ReduceMean", ["x"], ["y"], keepdims=0, name=name)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.INT8, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("name", ["mean1", ""])
+def test_an_unsupported_dtype_through_the_reference_evaluator_gives_numreds_message(name):
+    # onnx's OpRun.run replaces a TypeError by "Issues with types ..."; numred's names the dtype
+    sess = ReferenceEvaluator(_int8_mean_model(name), new_ops=REFERENCE_OPS)
+    with pytest.raises(TypeError, match=r"unsupported dtype int8; numred supports float32.*astype") as info:
+        sess.run(None, {"x": np.int8([1, 2])})
+    assert "Issues with types" not in str(info.value)
+    assert str(info.value).startswith("ReduceMean node 'mean1': " if name else "ReduceMean: ")
+
+
+def test_non_integer_axes_through_the_backend_give_numreds_message():
+    node = helper.make_node("ReduceSumSquare", ["x", "axes"], ["y"])
+    with pytest.raises(TypeError, match=r"^ReduceSumSquare: axes must hold integers"):
+        Backend.run_node(node, [np.float32([1, 2]), np.float32([0])])
