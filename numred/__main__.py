@@ -1,4 +1,4 @@
-"""Command line: ``python -m numred COMMAND``.
+"""Command line: ``numred COMMAND`` or ``python -m numred COMMAND``.
 
 Commands:
   bench       time numred against NumPy (and onnxruntime / torch when installed)
@@ -7,27 +7,50 @@ Commands:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+# Plain text for --help (the modules' docstrings are reStructuredText for Sphinx)
+DESCRIPTION = """numred: the ONNX reductions ReduceMean, ReduceLogSumExp and ReduceSumSquare as
+Numba kernels, for float32, float64, float16, bfloat16, int32, int64, uint32 and uint64."""
+EPILOG = """examples:
+  numred bench --quick             a short comparison with NumPy (and with onnxruntime
+                                   and torch when they are installed)
+  numred bench --dtype float16     the full comparison on float16 data
+  numred precompile                compile every kernel now, instead of on each first call
 
-def main(argv: list[str] | None = None) -> int:
-    from numred import bench, precompile
+'numred COMMAND --help' describes a command's options."""
 
+
+def make_parser() -> argparse.ArgumentParser:
+    from numred import __version__, bench, precompile
+
+    # the console script is `numred`; `python -m numred` runs this file as __main__.py
+    prog = "python -m numred" if os.path.basename(sys.argv[0]) == "__main__.py" else "numred"
     parser = argparse.ArgumentParser(
-        prog="python -m numred",
-        description="numred: ONNX opset-18 ReduceMean, ReduceLogSumExp, ReduceSumSquare "
-        "as Numba kernels.",
+        prog=prog, description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    # each command is a module with add_arguments(parser) and run(args); its docstring describes it
+    parser.add_argument("--version", action="version", version=f"numred {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # each command is a module with DESCRIPTION, add_arguments(parser) and run(args)
     for name, module, summary in (
         ("bench", bench, "time numred against its peers on the standard cases"),
         ("precompile", precompile, "compile every kernel into Numba's disk cache, in parallel processes"),
     ):
-        p = sub.add_parser(name, help=summary, description=module.__doc__.split("\n\n")[0])
+        p = sub.add_parser(name, help=summary, description=module.DESCRIPTION,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
         p.set_defaults(func=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # a bare `numred`: say what it can do
+        parser.print_help()
+        return 0
     return args.func(args)
 
 

@@ -48,6 +48,15 @@ import numpy as np
 
 from numred._registry import OPS, Op
 
+# the command's --help text (plain text; the docstring above is for Sphinx)
+DESCRIPTION = """Time numred against NumPy, and onnxruntime and torch when they are installed
+(pip install "numred[peers]"), on a standard set of cases for every operator.
+
+Prints one row per operator and case: numred's median time per call, its throughput in GB/s,
+and each peer's time and ratio (peer time / numred time; above 1, numred is faster). numred's
+first call, where Numba compiles, is not timed. Before it starts, the run says about how long it
+will take."""
+
 DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint64")
 
 # Cases with at least this many elements are skipped by --quick.
@@ -370,6 +379,23 @@ def wait_for_quiet() -> float | None:
     return None
 
 
+# A run's duration, for the estimate printed before it starts (estimated_seconds): the costs of a
+# full float32 run on the 2-core machine the project is measured on, fitted to its measured time.
+BLOCK_OVERHEAD = 0.05  # seconds per timed block beyond its budget: the warm-up call, waiting for quiet threads
+SECONDS_PER_ELEMENT_CALL = 2e-9  # per element and untimed call (warm-ups, the result comparisons)
+SECONDS_PER_ELEMENT_INPUT = 1e-8  # per element, making one case's input (random draws)
+
+
+def estimated_seconds(cases, n_ops: int, n_impls: int, policy: TimingPolicy, rounds: int) -> float:
+    """About how long timing ``cases`` takes for ``n_ops`` operators and ``n_impls`` implementations
+    (numred and its peers), compile time left out: each block's budget plus its overhead, and the
+    untimed work that grows with the data (inputs, warm-up and comparison calls)."""
+    blocks = len(cases) * n_ops * n_impls * rounds
+    elements = sum(case.size for case in cases)
+    return (blocks * (policy.target / rounds + BLOCK_OVERHEAD)
+            + elements * (SECONDS_PER_ELEMENT_INPUT + n_ops * n_impls * 2 * SECONDS_PER_ELEMENT_CALL))
+
+
 ROUNDS = 3  # default --rounds: numred and its peers timed in turns, this many blocks each per case
 SLOW_CALL = 0.05  # seconds per call beyond which one block is enough (see times_in_turns)
 
@@ -469,6 +495,14 @@ def format_time(seconds: float | None) -> str:
             digits = 2 if v < 9.995 else 1 if v < 99.95 else 0
             return f"{v:.{digits}f} {unit}"
     raise AssertionError("unreachable")
+
+
+def format_duration(seconds: float) -> str:
+    """A rough duration for people: '40 s', '3 min', '1 h 10 min'."""
+    if seconds < 90:
+        return f"{max(5, round(seconds / 5) * 5):.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def format_ratio(r: float | None) -> str:
@@ -599,11 +633,12 @@ class _NoProgress:
 class _TqdmProgress:
     """A tqdm bar on stderr; table rows go to ``out`` through tqdm.write so the bar is not torn."""
 
-    def __init__(self, tqdm_cls, total: int, out):
+    def __init__(self, tqdm_cls, total: int, out, desc: str, unit: str):
         self.out = out
         self._tqdm = tqdm_cls
         self.bar = tqdm_cls(
-            total=total, file=sys.stderr, unit="timing", leave=False, dynamic_ncols=True
+            total=total, file=sys.stderr, desc=desc, unit=unit, leave=False,
+            dynamic_ncols=True
         )
 
     def update(self, n: int = 1) -> None:
@@ -620,8 +655,11 @@ class _TqdmProgress:
         self.bar.close()
 
 
-def make_progress(total: int, out, enabled: bool):
-    """A tqdm bar when tqdm is importable, ``enabled`` and stderr is a terminal; else no bar."""
+def make_progress(total: int, out, enabled: bool, desc: str = "timing blocks", unit: str = "block"):
+    """A tqdm bar when tqdm is importable, ``enabled`` and stderr is a terminal; else no bar.
+
+    ``unit`` names what one step counts: a block is one implementation timed on one case in one round.
+    """
     if not enabled:
         return _NoProgress(out)
     isatty = getattr(sys.stderr, "isatty", None)
@@ -631,7 +669,7 @@ def make_progress(total: int, out, enabled: bool):
         from tqdm import tqdm
     except ImportError:
         return _NoProgress(out)
-    return _TqdmProgress(tqdm, total, out)
+    return _TqdmProgress(tqdm, total, out, desc, unit)
 
 
 # ------------------------------------------------------------------ bandwidth reference
@@ -831,7 +869,8 @@ def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads:
     table = Table(columns, out)
     table.header()
     out.flush()
-    progress = make_progress(len(cases) * len(ops), out, enabled=not getattr(args, "no_progress", False))
+    progress = make_progress(len(cases) * len(ops), out, enabled=not getattr(args, "no_progress", False),
+                             desc="cases", unit="case")
     table.write = progress.write
     results: list[dict] = []
     ratios: dict[str, list[float]] = {name: [] for name in others}
@@ -954,6 +993,12 @@ def run(args: argparse.Namespace, out=None) -> int:
         file=out,
     )
     print(file=out)
+    # on stderr, as the progress bar: stdout keeps only what the run measured
+    estimate = estimated_seconds(cases, len(ops), 1 + len(peers), policy, rounds)
+    print(f"{len(cases) * len(ops)} cases for {1 + len(peers)} implementations, {rounds} round{'s' if rounds > 1 else ''}: about "
+          f"{format_duration(estimate)}, plus compiling numred's kernels where they are not in Numba's "
+          "disk cache yet (up to 20 s per operator; `python -m numred precompile` does it ahead)",
+          file=sys.stderr, flush=True)
 
     columns = [
         ("op", max(len(op.onnx_name) for op in ops), "<"),
@@ -1190,9 +1235,8 @@ def run(args: argparse.Namespace, out=None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m numred bench", description=__doc__.split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m numred bench", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

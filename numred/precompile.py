@@ -18,6 +18,14 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+# the command's --help text (plain text; the docstring above is for Sphinx)
+DESCRIPTION = """Compile numred's kernels into Numba's disk cache now, instead of on each first call.
+
+A first call of an operator on a dtype compiles its kernels, which takes seconds; this compiles
+them all (every operator, every layout family, each dtype), one worker process per core. Run it
+once after installing, or when building a container image. With a warm cache it only loads them,
+in a few seconds."""
+
 # (shape, axes): one call per kernel family of numred._plan; sizes just above or below its thresholds
 LAYOUTS = (
     ((3, 2, 2), [1]),  # serial, general geometry
@@ -85,8 +93,8 @@ def precompile(dtypes: list[str] | None = None, processes: int | None = None, re
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dtype", action="append", choices=dtype_names(),
-                        help="compile for this dtype only (repeatable; default: all eight)")
+    parser.add_argument("--dtype", action="append", choices=dtype_names(), metavar="DTYPE",
+                        help=f"compile for this dtype only (repeatable; default all eight: {', '.join(dtype_names())})")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes (default: one per core)")
 

@@ -432,3 +432,34 @@ def test_the_bandwidth_reference_is_timed_in_turns_with_each_memory_bound_op(tmp
         assert entry["plain_gbps"] == pytest.approx(r["bytes"] / r["plain_sum_in_turns"] / 1e9)
         assert f"{r['op']} {r['case']}: " in out.getvalue()
     assert out.getvalue().count("in the same turns") == 4
+
+
+def test_progress_bar_names_what_it_counts(monkeypatch):
+    pytest.importorskip("tqdm")
+    err = _Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    p = bench.make_progress(2, io.StringIO(), enabled=True)
+    p.update()
+    p.close()
+    assert "timing blocks" in err.getvalue() and "block" in err.getvalue()
+    assert "timing/s" not in err.getvalue() and "it/s" not in err.getvalue()
+
+
+def test_the_run_says_how_long_it_will_take_before_it_starts(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "CASES", TINY_CASES)
+    monkeypatch.setattr(bench, "QUICK_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
+    out = io.StringIO()
+    assert bench.run(parse(["--quick", "--op", "reduce_mean", "--no-progress"]), out=out) == 0
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if " about " in line)
+    assert line.startswith(f"{len(TINY_CASES)} cases for ")
+    assert line.index("about") < len(line)
+    assert "about" not in out.getvalue()  # stdout keeps the table only
+
+
+def test_the_estimate_grows_with_the_work():
+    policy = bench.DEFAULT_POLICY
+    small = bench.estimated_seconds(bench.CASES[:2], 3, 3, policy, 3)
+    assert 0 < small < bench.estimated_seconds(bench.CASES, 3, 3, policy, 3)
+    assert bench.estimated_seconds(bench.CASES, 3, 3, policy, 3) < bench.estimated_seconds(bench.CASES, 3, 4, policy, 3)
+    assert [bench.format_duration(s) for s in (3, 44, 200, 4000)] == ["5 s", "45 s", "3 min", "1 h 7 min"]

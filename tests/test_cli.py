@@ -1,0 +1,69 @@
+"""The command line as people expect it: ``numred`` and ``python -m numred``, --version, help texts."""
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import numred
+from numred.__main__ import main, make_parser
+
+# reStructuredText that must not reach a terminal: ``literals``, :func:`roles`, |substitutions|
+RST_MARKUP = re.compile(r"``|:(func|mod|class|meth|data|doc|ref):`")
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "numred", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_version():
+    done = run_module("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"numred {numred.__version__}"
+    assert numred.__version__ == importlib.metadata.version("numred")
+
+
+def test_a_bare_invocation_prints_the_help():
+    done = run_module()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m numred")
+    for command in ("bench", "precompile", "--version"):
+        assert command in done.stdout
+
+
+@pytest.mark.parametrize("argv", [[], ["bench"], ["precompile"]], ids=["numred", "bench", "precompile"])
+def test_help_is_plain_text(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: ")
+    assert not RST_MARKUP.search(text), text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_the_commands_are_the_parsers_subcommands():
+    sub = next(a for a in make_parser()._actions if a.dest == "command")
+    assert sorted(sub.choices) == ["bench", "precompile"]
+
+
+def test_the_console_script_is_installed_and_runs():
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="numred")
+    assert script.load() is main
+    path = shutil.which("numred")
+    if path is None:
+        pytest.skip("the numred script is not on PATH (scripts directory not on PATH)")
+    done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"numred {numred.__version__}"
+    assert subprocess.run([path], capture_output=True, text=True, timeout=120).stdout.startswith("usage: numred")
+
+
+def test_an_unknown_command_is_an_error_naming_the_choices():
+    done = run_module("benchmark")
+    assert done.returncode == 2
+    assert "invalid choice: 'benchmark'" in done.stderr and "bench" in done.stderr
