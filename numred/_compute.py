@@ -11,7 +11,10 @@ array of ``plan.n_kept`` results in that dtype. The accumulator policy lives her
 | int32/int64/uint32/uint64 mean | exact 128-bit sum (32-bit tiles: float64, exact   | truncate toward zero  |
 |                                | for up to 2**20 values, K.EXACT_FLOAT_INT_COUNT)  |                       |
 | integer sum of squares         | uint64, wrapping (uint32 in 32-bit tiles)         | keep the low bits     |
-| integer log-sum-exp            | exact max, float64 sum of exp(x - max)            | truncate toward zero  |
+| integer log-sum-exp            | exact max, float64 sum of exp(x - max)            | truncate toward zero; |
+|                                |                                                   | next to an integer,   |
+|                                |                                                   | decided exactly       |
+|                                |                                                   | (Undecided, _exact)   |
 """
 from __future__ import annotations
 
@@ -223,9 +226,9 @@ class OneLaunch:
     floats arrive as the integers they are compiled for. Small calls (3x2x2, 64x64) took 0.79-0.80x
     the time for float32, 0.66-0.68x for float16 and bfloat16, 0.72-0.82x for int32 and int64."""
 
-    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "overflow", "finite", "calls")
+    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "undecided", "finite", "calls")
 
-    def __init__(self, kernels, parallel, args, carrier, dtype, keys=None, overflow=None, finite=False):
+    def __init__(self, kernels, parallel, args, carrier, dtype, keys=None, undecided=None, finite=False):
         self.kernels = kernels  # (serial, parallel) dispatchers
         self.parallel = parallel
         self.args = args  # after src (and keys), before the result
@@ -234,10 +237,9 @@ class OneLaunch:
         # None, or the integer dtype of a second argument that is src's memory again (the keys of
         # the float log-sum-exp's max): later calls pass the input's view twice
         self.keys = keys
-        # None, or what makes the error to raise when the kernel returns False (an integer
-        # log-sum-exp that does not fit its dtype; a new one each time: a raised exception keeps
-        # its traceback); other kernels return None
-        self.overflow = overflow
+        # None, or the exception to raise when the kernel returns False (an integer log-sum-exp it
+        # could not decide or that does not fit its dtype: Undecided); other kernels return None
+        self.undecided = undecided
         self.finite = finite  # whether results must all be finite (else __call__ returns None)
         # what run() calls: the first call of a variant, then its entry point
         self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
@@ -266,8 +268,8 @@ class OneLaunch:
             returned = run(self.calls, self.parallel, src, *self.args, result)
         else:
             returned = run(self.calls, self.parallel, src, src, *self.args, result)
-        if returned is False and self.overflow is not None:
-            raise self.overflow()
+        if returned is False and self.undecided is not None:
+            raise self.undecided
         if self.finite:  # the serial kernel of _float_sums returns whether they are; others return None
             if returned is None:
                 returned = math.isfinite(result[0]) if n_kept == 1 else K.all_finite(result)
@@ -323,14 +325,14 @@ def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
         name, args = _rows_log_sum_exp(plan, dtype)
         if dtype not in FLOAT_BITS:
             return OneLaunch(K.KERNELS[name], True, args, dtype, dtype,
-                             overflow=functools.partial(int_log_sum_exp_overflow, dtype))
+                             undecided=Undecided)
         return OneLaunch(K.KERNELS[name], True, args, RESULT_DTYPE[dtype], dtype, keys=FLOAT_BITS[dtype][0])
     if plan.parallel:
         return None
     if dtype not in FLOAT_BITS:
         return OneLaunch((K.serial_int_log_sum_exp, None), False,
                          (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced, INT_WIDENING[dtype][1]),
-                         dtype, dtype, overflow=functools.partial(int_log_sum_exp_overflow, dtype))
+                         dtype, dtype, undecided=Undecided)
     key_dtype, inf_bits = FLOAT_BITS[dtype]
     return OneLaunch((K.serial_float_log_sum_exp, None), False,
                      (inf_bits, plan.base, plan.dims, plan.kept_ndim, plan.tile), RESULT_DTYPE[dtype], dtype,
@@ -372,7 +374,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
         if dtype not in FLOAT_BITS:
             result = np.empty(plan.n_kept, dtype=dtype)
             if not _launch(name, plan, src, *args, result):
-                raise int_log_sum_exp_overflow(dtype)
+                raise Undecided
             return result
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         _launch(name, plan, src, src.view(FLOAT_BITS[dtype][0]), *args, result)
@@ -391,7 +393,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
         result = np.empty(plan.n_kept, dtype=dtype)
         if not K.serial_int_log_sum_exp(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced,
                                         type_max, result):
-            raise int_log_sum_exp_overflow(dtype)
+            raise Undecided
         return result
     result = np.empty(plan.n_kept, dtype=wide)
     fits_each = np.empty(plan.n_kept, dtype=np.bool_)
@@ -407,8 +409,14 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if plan.nchunks > 1:
         K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
     if not fits_each.all():
-        raise int_log_sum_exp_overflow(dtype)
+        raise Undecided
     return result.astype(dtype)
+
+
+class Undecided(Exception):
+    """An integer log-sum-exp kernel returned a result it could not decide in float64 (a log within
+    rounding of an integer) or one that does not fit the dtype: the front end computes the call
+    again exactly (numred._exact), which gives the result or the ValueError of one that does not fit."""
 
 
 def int_log_sum_exp_overflow(dtype: np.dtype) -> ValueError:

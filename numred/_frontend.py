@@ -13,6 +13,7 @@ import numpy as np
 from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from ._compute import Undecided, int_log_sum_exp_overflow
 from ._plan import make_plan
 from ._runtime import get_num_threads
 from ._registry import Op
@@ -181,6 +182,27 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
 
 
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
+    try:
+        return _reduce(op, data, axes, keepdims, noop_with_empty_axes)
+    except Undecided:  # rare: a kernel could not decide a result in float64, or it does not fit
+        return _reduce_exactly(op, data, axes, keepdims)
+
+
+def _reduce_exactly(op: Op, data, axes, keepdims) -> np.ndarray:
+    """The call again, in exact arithmetic (op.exact), for what the kernels left undecided. The
+    arguments have passed every check: this is a call with at least one element per output."""
+    x = as_supported_array(data)
+    axes = reduced_axes(axes, x.ndim) or tuple(range(x.ndim))
+    out_shape, n_out, n_reduced = _output_geometry(x.shape, axes, as_flag(keepdims, "keepdims"))
+    # each output's elements in a row (a copy where the layout needs one)
+    rows = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim)).reshape(n_out, n_reduced)
+    result = op.exact(rows)
+    if result is None:
+        raise int_log_sum_exp_overflow(x.dtype)
+    return result.reshape(out_shape)
+
+
+def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
     repeat = _REPEATS.get(key) if key is not None else None
     if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):

@@ -2353,12 +2353,18 @@ def _cast_like_impl(template, x):
 
 @njit(fastmath=False)
 def _int_log_sum_exp(m, total, count, type_max):
-    """(trunc(m + log(total)) exactly, in the widened type of the max ``m``; whether it fits, i.e. the
-    true result is at most ``type_max``, the largest value of the input dtype). ``total`` is the sum of
+    """(trunc(m + log(total)) exactly, in the widened type of the max ``m``; whether it is decided and
+    fits, i.e. the true result is at most ``type_max``, the largest value of the input dtype). ``total`` is the sum of
     exp(x - m) and ``count`` the number of reduced elements: with more than one, the log is strictly
     positive and never an integer (the sum is 1 + exp(-d) + ..., and e is transcendental), even where
     float64 rounds it to an integer such as 0."""
     tail = math.log(total)  # >= 0: the max itself contributes exp(0) = 1
+    # Within float64's error of an integer k >= 1 (the sum's: each term and addition rounded, and
+    # the log's, with a margin), the floor is not decided: reported like a result that does not
+    # fit, for the front end to decide exactly (numred._exact). Below 1/2 the floor is 0 anyway.
+    nearest = math.floor(tail + 0.5)
+    if nearest >= 1.0 and abs(tail - nearest) < 4.0 * ((count + 4) * 2.0**-53 + 2.0**-48):
+        return m, False
     whole = cast_like(m, math.floor(tail))
     if m >= 0 or m + whole >= 0:
         # non-negative: truncation is floor, so m + floor(tail), if the dtype holds it

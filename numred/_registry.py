@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import _compute
+from . import _compute, _exact
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class Op:
     one_launch: Callable | None = None
     # integer results wrap modulo 2**bits (exact bits, not a real value rounded to an integer)
     int_wraps: bool = False
+    # (rows: 2-D, the reduced elements of each output in a row) -> the exact results, or None when
+    # one does not fit the dtype: what the front end runs when compute raises _compute.Undecided
+    exact: Callable | None = None
 
 
 def _square_in_dtype(x):
@@ -62,6 +65,7 @@ OPS = (
         numpy_peer=_numpy_logsumexp,
         compute=_compute.log_sum_exp,
         one_launch=_compute.log_sum_exp_launch,
+        exact=_exact.int_log_sum_exp,
     ),
     Op(
         name="reduce_sum_square",

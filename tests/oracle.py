@@ -30,6 +30,8 @@ The oracle follows shared/SEMANTICS.md:
 from __future__ import annotations
 
 import math
+
+import mpmath
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -360,20 +362,40 @@ def int_sum_square_cell(vals, dtype) -> IntCell:
     return IntCell(frozenset([_wrap(sum(v * v for v in vals), dtype)]))
 
 
+def _floor_log_sum_exp_distances(distances) -> int:
+    """floor(log(sum(exp(-d)))) for integers d >= 0 (one of them 0), decided exactly with mpmath:
+    the precision doubles until the log is provably on one side of every integer. It ends because
+    the sum is never exactly e**k for k >= 1 (e is transcendental)."""
+    bits = 128
+    n = len(distances)
+    while True:
+        with mpmath.workprec(bits + 32):
+            log = mpmath.log(mpmath.fsum(mpmath.exp(-d) for d in distances))
+            k = int(mpmath.floor(log))
+            # terms, sum and log each carry a relative error of about 2**-(bits + 32); n of them
+            if min(log - k, k + 1 - log) > (n + 8) * mpmath.mpf(2) ** -bits:
+                return k
+        bits *= 2
+        assert bits < 1 << 20, "the oracle could not decide an integer log-sum-exp"
+
+
 def int_lse_candidates(vals) -> set:
-    """Accepted truncated LSE values of the Python ints `vals` (not range-checked)."""
+    """The truncated LSE value of the Python ints `vals` (not range-checked), as a one-element set.
+
+    float64 (math.fsum of the exp terms) decides it where its log is farther than 1e-9 from every
+    integer k >= 1; next to one, mpmath decides it exactly (_floor_log_sum_exp_distances)."""
     n = len(vals)
     m = max(vals)
     if n == 1:
         return {m}
-    s = math.fsum(math.exp(v - m) for v in vals)  # v - m: exact Python int <= 0
-    f = math.log(s)  # in [0, log n]
-    delta = Fraction(1e-12)
+    f = math.log(math.fsum(math.exp(v - m) for v in vals))  # v - m: exact Python int <= 0
+    nearest = round(f)
     # with two or more terms the exact log is strictly positive even where float64 rounds it to 0
-    # (the sum is 1 + exp(-d) + ... > 1), so the lower end never sits on m itself
-    lo = Fraction(m) + max(Fraction(f) - delta, Fraction(1, 10**40))
-    hi = Fraction(m) + Fraction(f) + delta
-    return {_trunc_fraction(lo), _trunc_fraction(hi)}
+    # (the sum is 1 + exp(-d) + ... > 1), so a log below 1/2 has floor 0
+    whole = math.floor(f) if nearest < 1 or abs(f - nearest) > 1e-9 else \
+        _floor_log_sum_exp_distances([m - v for v in vals])
+    # truncation toward zero: m + floor(log) from zero up; below zero the (non-integer) log rounds up
+    return {m + whole if m + whole >= 0 else m + whole + 1}
 
 
 def int_lse_cell(vals, dtype):

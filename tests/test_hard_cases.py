@@ -543,3 +543,55 @@ def test_split_and_neumaier_stay_exact_when_a_fastmath_loop_compiles_them():
             arithmetic = [line for line in ir.splitlines()
                           if any(op in line for op in (" fadd ", " fsub ", " fmul ", "@llvm.fma"))]
             assert arithmetic and not [line for line in arithmetic if "reassoc" in line], (function, signature)
+
+
+def _greedy_distances_below(k: int, terms: int) -> list[int]:
+    """Distances d >= 1, chosen greedily (each the smallest that keeps the sum below e**k), so that
+    1 + sum(exp(-d)) creeps up to e**k from below: with 60 terms it is within 3e-28 (relative)."""
+    with mpmath.workprec(1000):
+        target, total, distances, d = mpmath.e ** k, mpmath.mpf(1), [], 1
+        while len(distances) < terms:
+            while total + mpmath.exp(-d) >= target:
+                d += 1
+            total += mpmath.exp(-d)
+            distances.append(d)
+    return distances
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+@pytest.mark.parametrize("k,terms,top", [(2, 60, 1000), (2, 200, 1000), (3, 80, -1000), (1, 60, 0)])
+@pytest.mark.parametrize("layout", ["serial", "rows", "columns"])
+def test_int_log_sum_exp_next_to_an_integer_is_decided_exactly(dtype, k, terms, top, layout):
+    # top + log(1 + sum(exp(-d))) lies just below top + k: float64 rounds the sum up to e**k, and a
+    # float64 decision gave top + k (1002 for k=2, top=1000), where the truncation is top + k - 1
+    # (or top + k below zero, where truncation rounds up). The oracle decides it with mpmath.
+    if np.dtype(dtype).kind == "u":  # every element must be >= 0
+        top = max(abs(top), 1000)
+    row = [top] + [top - d for d in _greedy_distances_below(k, terms)]
+    if layout == "serial":
+        x = np.array(row, dtype)
+        axes = None
+    else:  # many outputs, read in parallel; the first, one in the middle and the last are hard
+        rows = np.array([[top] * len(row)] * 1200, dtype)
+        rows[1::2, 1] -= 3  # other easy ones
+        rows[[0, 601, -1]] = row
+        # rows: each output a run; columns: the reduced axis leads (tiles of columns)
+        x, axes = (rows, [1]) if layout == "rows" else (rows.T.copy(), [0])
+    expected_value = top + k - 1 if top + k - 1 >= 0 else top + k
+    got = numred.reduce_log_sum_exp(x, axes=axes, keepdims=0)
+    assert got.dtype == dtype
+    assert int(got.ravel()[0]) == expected_value
+    assert_matches(got, expected("reduce_log_sum_exp", x, axes, 0))
+    # and the same call again: repeated calls take a shortcut of their own (_frontend._REPEATS)
+    assert_matches(numred.reduce_log_sum_exp(x, axes=axes, keepdims=0), expected("reduce_log_sum_exp", x, axes, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+def test_int_log_sum_exp_next_to_an_integer_fits_at_the_top_of_the_dtype(dtype):
+    # max + log(...) just below max + 2, with max = the dtype's largest value - 1: the result is the
+    # largest value, where a float64 decision said max + 2, which does not fit (a ValueError)
+    top = int(np.iinfo(dtype).max) - 1
+    x = np.array([top] + [top - d for d in _greedy_distances_below(2, 60)], dtype)
+    assert int(numred.reduce_log_sum_exp(x, keepdims=0)) == np.iinfo(dtype).max
+    with pytest.raises(ValueError, match="does not fit"):  # one more and it does not
+        numred.reduce_log_sum_exp(x + dtype(1), keepdims=0)

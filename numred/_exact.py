@@ -1,0 +1,84 @@
+"""Exact integer log-sum-exp, for the outputs the float64 kernels cannot decide.
+
+The kernels compute trunc(max + log(sum(exp(x - max)))) with a float64 sum and a float64 log. That
+decides the result except where the log lies within its rounding error of an integer k >= 1: there
+the sum may be just below e**k while float64 says e**k or above (a row of max 1000 and 60 smaller
+elements chosen greedily is within 3e-28 below e**2: float64 gives 1002, the exact result is 1001).
+The kernels report such outputs as undecided, as they report results that do not fit the dtype, and
+the front end then computes the call again here, exactly.
+
+The log is decided with decimal arithmetic at a precision doubled until the sum is provably on one
+side of e**k. It always ends: sum(c_j * e**-d_j) = e**k with integers k >= 1, d_j >= 0 would make e
+the root of a non-zero integer polynomial, and e is transcendental.
+"""
+from __future__ import annotations
+
+import decimal
+import math
+
+import numpy as np
+
+# rows are processed in blocks of about this many elements, to bound the temporaries
+_BLOCK_ELEMENTS = 1 << 22
+# exp(-d) is 0.0 in float64 from this distance on
+_LAST_DISTANCE = 746
+
+
+def _floor_log(distances: np.ndarray) -> int:
+    """floor(log(sum(exp(-d)))) exactly, for the distances d = max - x >= 0 of one output's elements."""
+    values, counts = np.unique(distances, return_counts=True)
+    n = int(distances.size)
+    if n == 1:
+        return 0
+    digits = 40
+    while True:
+        with decimal.localcontext() as ctx:
+            ctx.prec = digits + 20
+            # terms below 10**-(digits + 5) (relative to the sum, which is >= 1) add up to less than
+            # n * 10**-(digits + 5): within the error bound below
+            limit = (digits + 5) * math.log(10) + math.log(n)
+            total = sum(int(c) * decimal.Decimal(-int(d)).exp() for d, c in zip(values, counts) if d <= limit)
+            log = total.ln()
+            k = int(log.to_integral_value(rounding=decimal.ROUND_FLOOR))
+            # the computed log is within (n + 1) * 10**-digits of the true one
+            if min(log - k, k + 1 - log) > (n + 1) * decimal.Decimal(10) ** -digits:
+                return k
+        digits *= 2
+        if digits > 1 << 16:  # cannot happen (see the module docstring); never loop for ever
+            raise RuntimeError("numred: an integer log-sum-exp could not be decided")
+
+
+def int_log_sum_exp(rows: np.ndarray) -> np.ndarray:
+    """The exact integer log-sum-exp of each row of ``rows`` (2-D, an integer dtype, rows non-empty),
+    truncated toward zero, in ``rows.dtype``; None if a result does not fit that dtype."""
+    dtype = rows.dtype
+    type_max = np.iinfo(dtype).max
+    result = np.empty(rows.shape[0], dtype=dtype)
+    step = max(1, _BLOCK_ELEMENTS // rows.shape[1])
+    decided: dict[bytes, int] = {}
+    for start in range(0, rows.shape[0], step):
+        block = rows[start:start + step]
+        top = block.max(axis=1)
+        # max - x is exact modulo 2**64, and 0 <= max - x < 2**64
+        distances = top[:, None].astype(np.uint64) - block.astype(np.uint64)
+        terms = np.exp(-np.minimum(distances, _LAST_DISTANCE).astype(np.float64))
+        log = np.log(terms.sum(axis=1))
+        whole = np.floor(log)
+        # float64's error on the log: the sum's (each term and each addition rounded; NumPy's exp is
+        # within a few units in the last place) and the log's; 16 times that is still tiny
+        slack = 16 * ((rows.shape[1] + 4) * 2.0**-52 + 2.0**-46)
+        nearest = np.rint(log)
+        for i in np.flatnonzero((nearest >= 1) & (np.abs(log - nearest) < slack)):
+            key = np.sort(distances[i]).tobytes()  # outputs of the same elements are decided once
+            if key not in decided:
+                decided[key] = _floor_log(distances[i])
+            whole[i] = decided[key]
+        whole = whole.astype(np.int64)
+        # truncation toward zero: max + floor(log) when that is >= 0; one more below zero, where
+        # the log (of a sum of more than one element) is not an integer
+        below_zero = (top < 0) & (top + whole.astype(top.dtype) < 0) if dtype.kind == "i" else False
+        step_up = whole + ((rows.shape[1] > 1) & below_zero)
+        if np.any(top > np.asarray(type_max, dtype) - step_up.astype(dtype)):
+            return None
+        result[start:start + step] = top + step_up.astype(dtype)
+    return result
