@@ -3,6 +3,7 @@
 Commands:
   bench       time numred against NumPy (and onnxruntime / torch when installed)
   precompile  compile every kernel into Numba's disk cache ahead of the first call
+  coldstart   time a first call from an empty cache, per operator, dtype and layout
 """
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ EPILOG = """examples:
                                    and torch when they are installed)
   numred bench --dtype float16     the full comparison on float16 data
   numred precompile                compile every kernel now, instead of on each first call
+  numred coldstart --dtype float32 time first calls from an empty cache
 
 'numred COMMAND --help' describes a command's options."""
 
 
 def make_parser() -> argparse.ArgumentParser:
-    from numred import __version__, bench, precompile
+    from numred import __version__, bench, coldstart, precompile
 
     # the console script is `numred`; `python -m numred` runs this file as __main__.py
     prog = "python -m numred" if os.path.basename(sys.argv[0]) == "__main__.py" else "numred"
@@ -37,6 +39,7 @@ def make_parser() -> argparse.ArgumentParser:
     for name, module, summary in (
         ("bench", bench, "time numred against its peers on the standard cases"),
         ("precompile", precompile, "compile every kernel into Numba's disk cache, in parallel processes"),
+        ("coldstart", coldstart, "time a first call from an empty cache, per operator, dtype and layout"),
     ):
         p = sub.add_parser(name, help=summary, description=module.DESCRIPTION,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
