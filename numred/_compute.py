@@ -21,15 +21,14 @@ from __future__ import annotations
 import functools
 import math
 
-import ml_dtypes
 import numba
 import numpy as np
 
 from . import _kernels as K
+from .kernels import serial
 from ._plan import Plan
 from ._runtime import run
 
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 # float64 mean of finite values whose sum overflows: sum x * 2**-64 instead (exact scaling), then
 # multiply the mean back; a sum of fewer than 2**63 finite float64 values cannot overflow that way.
 _MEAN_RESCALE = 2.0**-64
@@ -61,20 +60,21 @@ def _narrow_tile(plan, itemsize):
             and (itemsize < 8 or n_inner * n_reduced <= K.NARROW_64BIT_MAX_BLOCK))
 
 
-def _finishing_float_kernel(plan, mode, scale, maxima, divisor, float64):
-    """(kernel name, arguments after src, before the result) of the float kernel that writes finished
-    results itself, which it does with one chunk per output; None when there are more. ``float64``:
-    whether src holds float64, whose sums are compensated (of the single-tile kernels, only narrow
-    tiles' do that, _narrow_tile)."""
+def _finishing_float_kernel(plan, mode, scale, maxima, divisor, carrier):
+    """((serial, parallel) kernels, arguments after src, before the result) of the float kernel that
+    writes finished results itself, which it does with one chunk per output; None when there are more.
+    ``carrier``: src's dtype; float64 sums are compensated (of the single-tile kernels, only narrow
+    tiles' are, _narrow_tile)."""
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        return K.FLOAT_ROWS[mode], (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
-    if plan.single_tile and mode in K.FLOAT_TILES and (not float64 or _narrow_tile(plan, 8)):
-        return K.FLOAT_TILES[mode], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
+        variant = K.float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scale)
+        return K.float_rows(mode, variant), (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
+    if plan.single_tile and mode in K.FLOAT_TILES and (carrier != np.float64 or _narrow_tile(plan, 8)):
+        return K.KERNELS[K.FLOAT_TILES[mode]], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
     if plan.single_block:
-        return K.FLOAT_BLOCKS[mode], (plan.base, *plan.single_block, scale, maxima, divisor)
+        return K.KERNELS[K.FLOAT_BLOCKS[mode]], (plan.base, *plan.single_block, scale, maxima, divisor)
     if plan.nchunks == 1:
-        return K.FLOAT_SUMS[mode], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima,
+        return K.KERNELS[K.FLOAT_SUMS[mode]], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima,
                                     _NO_PARTIALS, _NO_PARTIALS, divisor)
     return None
 
@@ -84,10 +84,10 @@ def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divis
     (SUM_EXP: of exp(x - maxima[k])), rounded once to result's dtype. With one chunk per output the
     kernel writes the results itself; otherwise its chunk partials are combined here."""
     divisor = float(divisor)
-    finishing = _finishing_float_kernel(plan, mode, scale, maxima, divisor, src.dtype == np.float64)
+    finishing = _finishing_float_kernel(plan, mode, scale, maxima, divisor, src.dtype)
     if finishing is not None:
-        name, args = finishing
-        _launch(name, plan, src, *args, result)
+        kernels, args = finishing
+        run(kernels, plan.parallel, src, *args, result)
         return
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
@@ -102,9 +102,9 @@ def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64
     """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``, and whether
     they are all finite (always True unless ``check_finite``: the check is a pass over the results)."""
     result = np.empty(plan.n_kept, dtype=result_dtype)
-    if not plan.parallel and scale == 1.0 and not plan.single_run:
-        finite = K.SERIAL_FLOAT_SUMS[mode](src, plan.base, plan.dims, plan.kept_ndim, plan.tile, float(divisor),
-                                           result)
+    if not plan.parallel:
+        kernel = serial.float_sums(mode, src.dtype == np.float64)
+        finite = kernel(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, float(scale), float(divisor), result)
         return result, finite
     _run_float_sums(plan, src, mode, result, scale=scale, divisor=divisor)
     return result, not check_finite or K.all_finite(result)
@@ -115,13 +115,17 @@ FLOAT_BITS = {
     np.dtype(np.float32): (np.dtype(np.int32), 0x7F800000),
     np.dtype(np.float64): (np.dtype(np.int64), 0x7FF0000000000000),
     np.dtype(np.float16): (np.dtype(np.int16), 0x7C00),
-    BFLOAT16: (np.dtype(np.int16), 0x7F80),
-}
+}  # and bfloat16 (add_bfloat16)
 # float dtype -> the dtype the kernels write, rounding once from float64 (store_rounded): float32 and
 # float64 themselves; float16 and bfloat16 as their bits, in the carrier dtypes of their inputs
 # (as in _frontend.CARRIERS)
-RESULT_DTYPE = {dtype: dtype for dtype in FLOAT_BITS} | {np.dtype(np.float16): np.dtype(np.uint16),
-                                                         BFLOAT16: np.dtype(np.int16)}
+RESULT_DTYPE = {dtype: dtype for dtype in FLOAT_BITS} | {np.dtype(np.float16): np.dtype(np.uint16)}
+
+
+def add_bfloat16(bfloat16: np.dtype) -> None:
+    """Add ml_dtypes' bfloat16 to the tables above (_frontend.add_bfloat16)."""
+    FLOAT_BITS[bfloat16] = (np.dtype(np.int16), 0x7F80)
+    RESULT_DTYPE[bfloat16] = np.dtype(np.int16)
 
 
 def _as_dtype(result, dtype):
@@ -163,18 +167,20 @@ def _maxima(plan, src, dtype):
 _NO_WORDS = np.zeros(0, dtype=np.uint64)  # the partial arguments when the kernel finishes the results
 
 
-def _int_launch(plan, squares, itemsize):
+def _int_launch(plan, squares, carrier):
     """(kernels (serial, parallel), parallel, arguments after src and before the result) of the
-    integer mean or sum of squares (``squares``) that one kernel call finishes, or None when chunk
-    partials are combined afterwards."""
+    integer mean or sum of squares (``squares``) of ``carrier`` data that one kernel call finishes,
+    or None when chunk partials are combined afterwards."""
+    itemsize = carrier.itemsize
+    if not plan.parallel:
+        return ((serial.int_sums(squares), None), False,
+                (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced))
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        return K.KERNELS[K.INT_ROWS[squares]], plan.parallel, (plan.base, kept_stride, n_kept, n_reduced, step)
+        four = K.int_rows_four(squares, carrier, n_kept, n_reduced, step)
+        return K.int_rows(squares, four), plan.parallel, (plan.base, kept_stride, n_kept, n_reduced, step)
     if plan.single_block:
         return K.KERNELS[K.INT_BLOCKS[squares]], True, (plan.base, *plan.single_block)
-    if not plan.parallel:  # small: the fewest arguments (serial plans have one chunk)
-        return ((K.serial_int_sums, None), False,
-                (plan.base, plan.dims, plan.kept_ndim, plan.tile, squares, plan.n_reduced))
     if _narrow_tile(plan, itemsize) and (squares or itemsize == 8):  # (_kernels._int_tiles_for)
         n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
         return K.KERNELS[K.INT_TILES[squares]], True, (plan.base, n_outer, outer_stride, n_inner, n_reduced)
@@ -187,7 +193,7 @@ def _int_launch(plan, squares, itemsize):
 def _int_sums(plan, src, squares, result):
     """Integer exact mean or wrapping sum of squares (squares) into result, of the input dtype: the
     kernels compute uint64 two's-complement bits, and the store keeps the low bits."""
-    one_launch = _int_launch(plan, squares, src.itemsize)
+    one_launch = _int_launch(plan, squares, src.dtype)
     if one_launch is not None:
         kernels, parallel, args = one_launch
         run(kernels, parallel, src, *args, result)
@@ -282,18 +288,18 @@ def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float, finite: 
     if dtype not in FLOAT_BITS:  # integers are their own carriers
         if mode == K.SUM and _int_mean_by_float_tiles(plan, dtype):
             return None
-        one_launch = _int_launch(plan, mode == K.SUM_SQUARES, dtype.itemsize)
+        one_launch = _int_launch(plan, mode == K.SUM_SQUARES, dtype)
         return None if one_launch is None else OneLaunch(*one_launch, dtype, dtype)
     carrier = RESULT_DTYPE[dtype]  # for float dtypes also the carrier of the input (_frontend.CARRIERS)
-    if not plan.parallel and not plan.single_run:  # the serial kernel _float_sums takes for these
-        serial = K.SERIAL_FLOAT_SUMS[mode]
-        return OneLaunch((serial, None), False, (plan.base, plan.dims, plan.kept_ndim, plan.tile, divisor),
+    if not plan.parallel:  # the serial kernel _float_sums takes for these
+        kernel = serial.float_sums(mode, dtype.char == "d")
+        return OneLaunch((kernel, None), False, (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, divisor),
                          carrier, dtype, finite=finite)
-    finishing = _finishing_float_kernel(plan, mode, 1.0, _NO_MAXIMA, divisor, dtype.char == "d")
+    finishing = _finishing_float_kernel(plan, mode, 1.0, _NO_MAXIMA, divisor, carrier)
     if finishing is None:
         return None
-    name, args = finishing
-    return OneLaunch(K.KERNELS[name], plan.parallel, args, carrier, dtype, finite=finite)
+    kernels, args = finishing
+    return OneLaunch(kernels, plan.parallel, args, carrier, dtype, finite=finite)
 
 
 def mean_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
@@ -330,13 +336,11 @@ def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     if plan.parallel:
         return None
     if dtype not in FLOAT_BITS:
-        return OneLaunch((K.serial_int_log_sum_exp, None), False,
-                         (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced, INT_WIDENING[dtype][1]),
+        return OneLaunch((serial.int_log_sum_exp(), None), False,
+                         (plan.base, plan.dims, plan.kept_ndim, plan.n_reduced, INT_WIDENING[dtype][1]),
                          dtype, dtype, undecided=Undecided)
-    key_dtype, inf_bits = FLOAT_BITS[dtype]
-    return OneLaunch((K.serial_float_log_sum_exp, None), False,
-                     (inf_bits, plan.base, plan.dims, plan.kept_ndim, plan.tile), RESULT_DTYPE[dtype], dtype,
-                     keys=key_dtype)
+    return OneLaunch((serial.float_log_sum_exp(dtype.char == "d"), None), False,
+                     (plan.base, plan.dims, plan.kept_ndim), RESULT_DTYPE[dtype], dtype)
 
 
 def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -382,17 +386,14 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         if not plan.parallel:
-            key_dtype, inf_bits = FLOAT_BITS[dtype]
-            K.serial_float_log_sum_exp(src, src.view(key_dtype), inf_bits, plan.base, plan.dims,
-                                       plan.kept_ndim, plan.tile, result)
+            serial.float_log_sum_exp(dtype.char == "d")(src, plan.base, plan.dims, plan.kept_ndim, result)
         else:
             _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
         return _as_dtype(result, dtype)
     wide, type_max = INT_WIDENING[dtype]
     if not plan.parallel:  # the kernel stores results that fit into the input dtype itself
         result = np.empty(plan.n_kept, dtype=dtype)
-        if not K.serial_int_log_sum_exp(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced,
-                                        type_max, result):
+        if not serial.int_log_sum_exp()(src, plan.base, plan.dims, plan.kept_ndim, plan.n_reduced, type_max, result):
             raise Undecided
         return result
     result = np.empty(plan.n_kept, dtype=wide)

@@ -6,19 +6,18 @@ import difflib
 import functools
 import math
 import operator
+import sys
 from collections.abc import Sequence
 
-import ml_dtypes
 import numpy as np
 from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from . import _compute
 from ._compute import Undecided, int_log_sum_exp_overflow
 from ._plan import make_plan
 from ._runtime import get_num_threads
 from ._registry import Op
-
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 # dtype -> the dtype the kernels read it as. Numba cannot load float16 or bfloat16 arrays, so both
 # travel as 16-bit integers, and the integer type tells the kernel which decoding applies.
@@ -26,13 +25,31 @@ CARRIERS = {
     np.dtype(np.float32): np.dtype(np.float32),
     np.dtype(np.float64): np.dtype(np.float64),
     np.dtype(np.float16): np.dtype(np.uint16),
-    BFLOAT16: np.dtype(np.int16),
     np.dtype(np.int32): np.dtype(np.int32),
     np.dtype(np.int64): np.dtype(np.int64),
     np.dtype(np.uint32): np.dtype(np.uint32),
     np.dtype(np.uint64): np.dtype(np.uint64),
-}
+}  # and bfloat16 (add_bfloat16)
 SUPPORTED_NAMES = "float32, float64, float16, bfloat16, int32, int64, uint32, uint64"
+
+
+def add_bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16, added to the supported dtypes (int16 bits for the kernels). numred does
+    not import ml_dtypes itself: it takes 0.3-0.5 s, a third of a warm start, and a bfloat16 array
+    exists only where ml_dtypes has been imported, so its first one adds the entries."""
+    import ml_dtypes
+
+    bfloat16 = np.dtype(ml_dtypes.bfloat16)
+    if bfloat16 not in CARRIERS:
+        _compute.add_bfloat16(bfloat16)  # (first: CARRIERS is what the front end checks)
+        CARRIERS[bfloat16] = np.dtype(np.int16)
+    return bfloat16
+
+
+def supported_dtypes() -> list[np.dtype]:
+    """The eight supported dtypes, in the order of SUPPORTED_NAMES (imports ml_dtypes)."""
+    bfloat16 = add_bfloat16()
+    return [bfloat16 if name == "bfloat16" else np.dtype(name) for name in SUPPORTED_NAMES.split(", ")]
 
 
 def _cast_hint(dtype: np.dtype) -> str:
@@ -61,6 +78,8 @@ def as_supported_array(data) -> np.ndarray:
     except (ValueError, TypeError) as exc:  # ragged nested lists, objects NumPy refuses
         raise ValueError(f"data cannot be converted to an array: {exc}") from None
     native = x.dtype.newbyteorder("=") if x.dtype.byteorder not in "=|" else x.dtype
+    if native not in CARRIERS and native.name == "bfloat16" and "ml_dtypes" in sys.modules:
+        add_bfloat16()
     if native not in CARRIERS or x.dtype.fields is not None or x.dtype.subdtype is not None:
         if x.dtype == object and not isinstance(data, np.ndarray):
             raise TypeError(
@@ -153,8 +172,9 @@ def _output_geometry(shape, axes, keepdims):
 
 
 # Small calls are mostly this module's Python work, and calls on one geometry repeat. Once a call on
-# a contiguous native ndarray, with None, int or a list/tuple of ints for axes and ints or bools for the flags,
-# has passed every check, its plan is kept under exactly those arguments; a repeat skips the checks
+# a contiguous native ndarray, with None, int, a list/tuple of ints or a 1-D integer ndarray (ONNX's
+# form) for axes and ints or bools for the flags, has passed every check, its plan is kept under
+# exactly those arguments (an array's as a tuple); a repeat skips the checks
 # (they would pass again) and the plan lookup. Parallel calls gain too: after a kernel has streamed
 # its data through the caches this Python work runs cold, and skipping it took 1000x1000 float32
 # means 5-12% faster (axis 0, about 90 us). A plan cut for a thread count (Plan.threads) is reused
@@ -176,6 +196,10 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
             if type(a) is not int:
                 return None
         axes = tuple(axes)
+    elif type(axes) is np.ndarray:  # the form ONNX passes: a 1-D int64 array, as cheap as a list
+        if axes.ndim != 1 or axes.dtype.kind not in "iu":
+            return None
+        axes = tuple(axes.tolist())
     elif axes is not None and type(axes) is not int:
         return None
     return op.name, data.shape, data.strides, data.dtype, axes, keepdims, noop

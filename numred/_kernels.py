@@ -13,6 +13,7 @@ element offsets and strides. ``base`` is the offset of the first element of the 
 """
 from __future__ import annotations
 
+import functools
 import math
 import platform
 
@@ -890,6 +891,43 @@ def _float64_run_two_pass(run, n, step, mode, shift):
     return high, low
 
 
+# The float64 split sums are reached only for float64 data, but a kernel's branch on
+# compensation_block(src) is not folded by Numba: called directly, they were compiled into every
+# float32, float16 and bfloat16 kernel too (a third of a float32 row kernel's compile time). Called
+# through these gates, other data compiles a stub instead.
+def float64_run(src, offset, n, step, mode, shift, sigma):
+    """_float64_run for float64 ``src``; never reached for other data."""
+
+
+@overload(float64_run, jit_options={"fastmath": False})
+def _float64_run_gate(src, offset, n, step, mode, shift, sigma):
+    if src.dtype == types.float64:
+        return lambda src, offset, n, step, mode, shift, sigma: _float64_run(src, offset, n, step, mode, shift, sigma)
+    return lambda src, offset, n, step, mode, shift, sigma: (0.0, 0.0, sigma)
+
+
+def float64_one_pass(run, n, step, mode, sigma):
+    """_float64_one_pass for float64 ``run``; never reached for other data."""
+
+
+@overload(float64_one_pass, jit_options={"fastmath": False})
+def _float64_one_pass_gate(run, n, step, mode, sigma):
+    if run.dtype == types.float64:
+        return lambda run, n, step, mode, sigma: _float64_one_pass(run, n, step, mode, sigma)
+    return lambda run, n, step, mode, sigma: (0.0, 0.0, sigma)
+
+
+def float64_run_two_pass(run, n, step, mode, shift):
+    """_float64_run_two_pass for float64 ``run``; never reached for other data."""
+
+
+@overload(float64_run_two_pass, jit_options={"fastmath": False})
+def _float64_run_two_pass_gate(run, n, step, mode, shift):
+    if run.dtype == types.float64:
+        return lambda run, n, step, mode, shift: _float64_run_two_pass(run, n, step, mode, shift)
+    return lambda run, n, step, mode, shift: (0.0, 0.0)
+
+
 @njit(fastmath=False)
 def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
     """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
@@ -901,7 +939,7 @@ def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
         # equal pieces, no short last one (4160: 3 x 1387, not 2 x 2048 + 64); no divisions for one
         piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
         for b in range(0, n, piece):
-            high, low, sigma = _float64_run(src, offset + b * step, min(piece, n - b), step, mode, shift, sigma)
+            high, low, sigma = float64_run(src, offset + b * step, min(piece, n - b), step, mode, shift, sigma)
             total, comp = _neumaier(total, comp, high)
             total, comp = _neumaier(total, comp, low)
         return total, comp, sigma
@@ -1255,17 +1293,51 @@ def _add_strided_row(acc, src, origin, stride, mode, scale):
             acc[k] += v * v
 
 
-def _float_rows_for(mode):
-    """float_sums for the commonest layout, fixed to one ``mode``: one output per task, each a single
-    run of ``n_reduced`` elements ``step`` apart (after merging: one kept axis over one reduced axis,
-    no tile, one chunk). The general kernel's per-output set-up (task decoding, run walking) took as
-    long again as rows of 100-1000 elements themselves; here only the run is left."""
+# The variants of the float row kernel, one kernel each (float_rows_variant picks one per call):
+# strided columns; narrow floats' strided rows, rows one by one, four rows together; float64 rows of
+# one split piece (contiguous, strided), of several pieces, short rows in two passes (contiguous,
+# strided); and the general row (float64 rescaled sums, exp sums).
+(ROWS_COLUMNS, ROWS_STRIDED, ROWS_ONE_BY_ONE, ROWS_FOUR, ROWS_ONE_PASS, ROWS_ONE_PASS_STRIDED, ROWS_PIECES,
+ ROWS_TWO_PASS, ROWS_TWO_PASS_STRIDED, ROWS_GENERAL) = range(10)
+
+
+def float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scale):
+    """The float_rows variant for these rows of ``carrier`` data (the kernels' view of the dtype)."""
+    carrier = np.dtype(carrier)
+    if (mode != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
+            and not (mode == SUM_SQUARES and carrier == np.uint16)):  # (float16 sums of squares)
+        return ROWS_COLUMNS
+    float64 = carrier == np.float64
+    if mode != SUM_EXP and not float64:
+        if step != 1:
+            return ROWS_STRIDED
+        min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
+                                  if carrier.itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
+        if _rows_together.py_func(carrier, n_kept, n_reduced, min_row, min_large_row) == 1:
+            return ROWS_ONE_BY_ONE
+        return ROWS_FOUR
+    if (float64 and mode != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
+            and n_reduced >= (ONE_PASS_MIN_ROW if step == 1 else STRIDED_SPLIT_MIN_RUN)):
+        return ROWS_ONE_PASS if step == 1 else ROWS_ONE_PASS_STRIDED
+    if float64 and mode != SUM_EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
+        return ROWS_PIECES
+    if float64 and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
+        return ROWS_TWO_PASS if step == 1 else ROWS_TWO_PASS_STRIDED
+    return ROWS_GENERAL
+
+
+def _float_rows_for(mode, variant):
+    """float_sums for the commonest layout, fixed to one ``mode`` and one ``variant`` (ROWS_*): one
+    output per task, each a single run of ``n_reduced`` elements ``step`` apart (after merging: one
+    kept axis over one reduced axis, no tile, one chunk). The general kernel's per-output set-up (task
+    decoding, run walking) took as long again as rows of 100-1000 elements themselves; here only the
+    run is left. Each variant is a kernel of its own, one parallel loop each: in one kernel, all ten
+    were compiled on every first call."""
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
         src, maxima = _borrowed(src), _borrowed(maxima)
         block = compensation_block(src)
-        if (mode != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
-                and not (mode == SUM_SQUARES and src.itemsize == 2 and not reads_pairs(src))):
+        if variant == ROWS_COLUMNS:
             # Columns of a strided view (x[:, ::2] over axis 0): the outputs lie along each row, so
             # whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed
             # by the shape: results do not depend on the threads; parts of rows per task, as
@@ -1295,7 +1367,7 @@ def _float_rows_for(mode):
             for k in range(n_kept):
                 store_rounded(result, k, _combined_sum(totals, comps, k, nchunks) / divisor)
             return
-        if mode != SUM_EXP and block == NEVER:  # not float64 data (_float64_run)
+        if variant == ROWS_STRIDED or variant == ROWS_ONE_BY_ONE or variant == ROWS_FOUR:  # not float64 data
             # Rows, their plain sums divided here: not through _float_row and _finish_sum,
             # whose compensation and non-finite test only float64 sums need (the per-row calls cost
             # 3-4 us on 1000x1000 float32, 2 threads). With float32 rows one at a time
@@ -1303,15 +1375,13 @@ def _float_rows_for(mode):
             # 1000x1000 and 20000x100, 0.91-0.93x on 100000x16; float16 0.80-0.84x on 20000x100
             # (in-process A/B). Not for SUM_EXP, which is bound by exp, not by memory.
             # (float32 is the only 4-byte float)
-            min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
-                                      if src.itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
-            if step != 1:  # strided rows, one per task as well: every other element of 100000x32
+            if variant == ROWS_STRIDED:  # strided rows, one per task as well: every other element of 100000x32
                 # float16 rows took 0.82-0.85x the time of the loop below with _float_row
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
                     store_rounded(result, k, total / divisor)
                 return
-            if _rows_together(src, n_kept, n_reduced, min_row, min_large_row) == 1:
+            if variant == ROWS_ONE_BY_ONE:  # (_rows_together)
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
                     store_rounded(result, k, total / divisor)
@@ -1334,8 +1404,7 @@ def _float_rows_for(mode):
         # 72 us in tasks of sixteen rows, 79 in tasks of four, 85 before the one-pass split). At least
         # sixteen tasks remain for the threads.
         rows_per_task = min(16, max(1, n_kept // 16))
-        if (block < NEVER and mode != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
-                and n_reduced >= (ONE_PASS_MIN_ROW if step == 1 else STRIDED_SPLIT_MIN_RUN)):
+        if variant == ROWS_ONE_PASS or variant == ROWS_ONE_PASS_STRIDED:
             # Rows of one split piece, called directly: high + low rounded once is what _float_row's
             # compensated additions and finish give (as for short rows below). Through _float_row,
             # float64 1000x1000 and 1000x600 rows took 1.2-1.35x the time (in-process A/B). Strided
@@ -1345,12 +1414,12 @@ def _float_rows_for(mode):
             # One call of each split function per loop (here and below): LLVM inlines a function
             # called once, and a call for each step in one loop left both not inlined: 100000x16
             # float64 rows took 1.4x the time (2 threads, AMD Zen 4).
-            if step == 1:
+            if variant == ROWS_ONE_PASS:
                 for task in prange(-(-n_kept // rows_per_task)):
                     sigma = 0.0
                     for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                         origin = base + k * kept_stride
-                        high, low, sigma = _float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
+                        high, low, sigma = float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
                                                              mode, sigma)
                         store_rounded(result, k, (high + low) / divisor)
                 return
@@ -1358,10 +1427,10 @@ def _float_rows_for(mode):
                 sigma = 0.0
                 for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                     origin = base + k * kept_stride
-                    high, low, sigma = _float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
+                    high, low, sigma = float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
                     store_rounded(result, k, (high + low) / divisor)
             return
-        if block < NEVER and mode != SUM_EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
+        if variant == ROWS_PIECES:
             # Contiguous rows of several split pieces: _add_run called here, from one place in its
             # own loop, with a literal step, and finished by _finish_sum, as _float_row does (the
             # same bits). Through _float_row, whose calls LLVM left out of line, 490x2049 rows took
@@ -1375,22 +1444,22 @@ def _float_rows_for(mode):
                                                   1.0)
                     store_rounded(result, k, _finish_sum(total, comp, mode, divisor, 1.0))
             return
-        if block < NEVER and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
+        if variant == ROWS_TWO_PASS or variant == ROWS_TWO_PASS_STRIDED:
             # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass),
             # called directly; through _float_row and _float64_run, 100000x16 rows took 1350 us
             # where this takes 520-600.
             # One rounding of high + low is the whole finish: what a compensated addition of low to
             # high and _finish_sum's total + compensation would give (inf and NaN included), at
             # 0.85x the time of those two calls on 100000x16 rows (kernels alone).
-            if step == 1:
+            if variant == ROWS_TWO_PASS:
                 for k in prange(n_kept):
                     origin = base + k * kept_stride
-                    high, low = _float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
+                    high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
                     store_rounded(result, k, (high + low) / divisor)
                 return
             for k in prange(n_kept):
                 origin = base + k * kept_stride
-                high, low = _float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
+                high, low = float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
                 store_rounded(result, k, (high + low) / divisor)
             return
         for task in prange(-(-n_kept // rows_per_task)):
@@ -1965,19 +2034,26 @@ def _int_runs4(src, first, gap, n, squares):
     return _U64(t0), _U64(t1), _U64(t2), _U64(t3)
 
 
-def _int_rows_for(squares):
+def int_rows_four(squares, carrier, n_kept, n_reduced, step):
+    """Whether int_rows reads these rows of ``carrier`` data four at a time (contiguous rows, as
+    float_rows does; 64-bit means: never), rather than one by one."""
+    carrier = np.dtype(carrier)
+    min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+    min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
+    return (step == 1 and (squares or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
+            and _rows_together.py_func(carrier, n_kept, n_reduced, min_row, min_large_row) == 4)
+
+
+def _int_rows_for(squares, four):
     """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here)
-    or the wrapping sum of squares; no per-output arrays or chunk partials. The kernel computes
-    uint64 two's-complement bits; storing them into the input dtype keeps the low bits."""
+    or the wrapping sum of squares, and to reading rows four at a time or one by one (int_rows_four):
+    one parallel loop per kernel. No per-output arrays or chunk partials. The kernel computes uint64
+    two's-complement bits; storing them into the input dtype keeps the low bits."""
 
     def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
         src = _borrowed(src)
         count = _U64(n_reduced)
-        min_row = ONE_STREAM_MIN_INT32_ROW if src.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
-        min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if src.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
-        if (step == 1 and (squares or narrow_int(src)) and n_reduced <= HALVES_BLOCK
-                and _rows_together(src, n_kept, n_reduced, min_row, min_large_row) == 4):
-            # contiguous rows four at a time, as float_rows does
+        if four:
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
                 if k0 + 4 <= n_kept:
@@ -1989,11 +2065,17 @@ def _int_rows_for(squares):
                             result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
                 else:  # the last 1-3 rows
                     for k in range(k0, n_kept):
-                        result[k] = _int_row(src, base + k * kept_stride, n_reduced, 1, squares, count)
+                        if squares:
+                            result[k] = _squares_run(src, base + k * kept_stride, n_reduced, 1)
+                        else:
+                            result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, 1, count)
             return
         # rows one after another (ONE_STREAM_ROWS), strided rows, and 64-bit means
         for k in prange(n_kept):
-            result[k] = _int_row(src, base + k * kept_stride, n_reduced, step, squares, count)
+            if squares:
+                result[k] = _squares_run(src, base + k * kept_stride, n_reduced, step)
+            else:
+                result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, step, count)
 
     return int_rows
 
@@ -2081,11 +2163,8 @@ def _int_tiles_for(squares):
 
 
 @njit(fastmath=False)
-def _int_row(src, origin, n, step, squares, count):
-    """One output of int_rows over its run: the wrapping sum of squares, or the exact mean over
-    ``count`` elements, as uint64 bits."""
-    if squares:
-        return _squares_run(src, origin, n, step)
+def _int_mean_row(src, origin, n, step, count):
+    """The exact mean over ``count`` elements of one output of int_rows, over its run, as uint64 bits."""
     low = _U64(0)
     high = _U64(0)
     for b in range(0, n, HALVES_BLOCK):
@@ -2293,7 +2372,7 @@ def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_red
 def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_max, result):
     """Integer log-sum-exp of the single-run layout, the max and the sum of each row in one task (as
     float_rows_log_sum_exp), into ``result`` of the input dtype; False if a result does not fit it
-    (``type_max``), for the caller to raise (as serial_int_log_sum_exp)."""
+    (``type_max``), for the caller to raise (as kernels.serial.serial_int_log_sum_exp)."""
     src = _borrowed(src)
     fits = np.empty(n_kept, dtype=np.bool_)
     for k in prange(n_kept):
@@ -2480,19 +2559,15 @@ def _int_exp_columns4(src, offset, step, width, tops, acc):
 # KERNELS names of the float kernels per mode: general layouts, single runs (_float_rows_for), single
 # tiles (_float_tiles_for) and single blocks (_float_blocks_for)
 FLOAT_SUMS = {SUM: "float_sum", SUM_SQUARES: "float_sum_squares", SUM_EXP: "float_sum_exp"}
-FLOAT_ROWS = {mode: name.replace("_sum", "_rows_sum", 1) for mode, name in FLOAT_SUMS.items()}
 FLOAT_TILES = {mode: FLOAT_SUMS[mode].replace("_sum", "_tiles_sum", 1) for mode in (SUM, SUM_SQUARES)}
 FLOAT_BLOCKS = {mode: name.replace("_sum", "_blocks_sum", 1) for mode, name in FLOAT_SUMS.items()}
-INT_ROWS = {False: "int_rows_mean", True: "int_rows_sum_squares"}  # by ``squares``
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
 KERNELS = {
     name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
-    + [(FLOAT_ROWS[mode], _float_rows_for(mode)) for mode in FLOAT_ROWS]
     + [(FLOAT_TILES[mode], _float_tiles_for(mode)) for mode in FLOAT_TILES]
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
-    + [(INT_ROWS[squares], _int_rows_for(squares)) for squares in INT_ROWS]
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]
     + [(fn.__name__, fn) for fn in (max_keys, max_blocks, int_sums, int_sum_exp, int_exp_blocks,
@@ -2651,72 +2726,17 @@ def finish_int_log_sum_exp(maxima, out_total, nchunks, count, type_max, result, 
         result[k], fits[k] = _int_log_sum_exp(maxima[k], total, count, type_max)
 
 
-# ---------------------------------------------------------------------------------------------
-# serial drivers: a whole small reduction in one call
-# ---------------------------------------------------------------------------------------------
-# Below the parallel threshold (one chunk per output, so nchunks is 1) the kernels and the finish
-# run in a single compiled call: each extra call from Python costs about 1 us of Numba dispatch,
-# which is most of the time of a small reduction. Same functions, same order: same results.
-_float_sum_serial = KERNELS[FLOAT_SUMS[SUM]][0]
-_float_sum_squares_serial = KERNELS[FLOAT_SUMS[SUM_SQUARES]][0]
-_float_sum_exp_serial = KERNELS[FLOAT_SUMS[SUM_EXP]][0]
-_max_keys_serial = KERNELS["max_keys"][0]
-_int_sum_exp_serial = KERNELS["int_sum_exp"][0]
-_int_sums_serial = KERNELS["int_sums"][0]
+@functools.cache
+def float_rows(mode, variant):
+    """(serial, parallel) float_rows kernels of one mode and variant (ROWS_*), made on first use."""
+    name = f"{FLOAT_SUMS[mode].replace('_sum', '_rows_sum', 1)}_{variant}"
+    fn = _float_rows_for(mode, variant)
+    return entry(fn, name=name), entry(fn, name=name, parallel=True)
 
 
-def _serial_float_sums_for(mode):
-    """A whole serial float mean (mode SUM, divisor n) or sum of squares (SUM_SQUARES)."""
-
-    def serial_float_sums(src, base, dims, kept_ndim, tile, divisor, result):
-        """Results into ``result``; False if any is not finite (the float64 mean then retries scaled)."""
-        src = _borrowed(src)
-        if mode == SUM:  # a compile-time constant: the other branch is pruned
-            _float_sum_serial(src, base, dims, kept_ndim, 1, tile, 1.0, np.empty(0), np.empty(0), np.empty(0),
-                              divisor, result)
-        else:
-            _float_sum_squares_serial(src, base, dims, kept_ndim, 1, tile, 1.0, np.empty(0), np.empty(0),
-                                      np.empty(0), divisor, result)
-        for k in range(result.size):
-            if not math.isfinite(result[k]):
-                return False
-        return True
-
-    return serial_float_sums
-
-
-SERIAL_FLOAT_SUMS = {mode: entry(_serial_float_sums_for(mode), name="serial_" + FLOAT_SUMS[mode])
-                     for mode in (SUM, SUM_SQUARES)}
-
-
-@entry
-def serial_int_sums(src, base, dims, kept_ndim, tile, squares, count, result):
-    """A whole serial integer mean over ``count`` elements, or sum of squares (``squares``), into
-    result: int_sums with its partial arrays made here, three fewer arguments to dispatch."""
-    no_words = np.empty(0, dtype=np.uint64)
-    _int_sums_serial(src, base, dims, kept_ndim, 1, tile, squares, count, no_words, no_words, result)
-
-
-@entry
-def serial_float_log_sum_exp(src, keys, inf_bits, base, dims, kept_ndim, tile, result):
-    """Float log-sum-exp into result; ``keys`` is src's memory viewed as signed integers."""
-    n = result.size
-    partial = np.empty(n, dtype=np.int64)
-    nans = np.empty(n, dtype=np.int64)
-    _max_keys_serial(keys, base, dims, kept_ndim, 1, tile, True, inf_bits, partial, nans)
-    maxima = np.empty(n)
-    finish_float_max(partial, nans, 1, src[:0], maxima)
-    _float_sum_exp_serial(src, base, dims, kept_ndim, 1, tile, 1.0, maxima, np.empty(0), np.empty(0), 1.0, result)
-
-
-@entry
-def serial_int_log_sum_exp(src, base, dims, kept_ndim, tile, count, type_max, result):
-    """Integer log-sum-exp into result (in the widened dtype); False if a result does not fit the
-    input dtype (``type_max``), for the caller to raise."""
-    n = result.size
-    maxima = np.empty(n, dtype=result.dtype)
-    nans = np.empty(n, dtype=np.int64)
-    _max_keys_serial(src, base, dims, kept_ndim, 1, tile, False, 0, maxima, nans)
-    fits = np.empty(n, dtype=np.bool_)
-    _int_sum_exp_serial(src, base, dims, kept_ndim, 1, tile, maxima, np.empty(0), count, type_max, result, fits)
-    return fits.all()
+@functools.cache
+def int_rows(squares, four):
+    """(serial, parallel) int_rows kernels: sums of squares or means, four rows at a time or one."""
+    name = f"int_rows_{'sum_squares' if squares else 'mean'}{'_four' if four else ''}"
+    fn = _int_rows_for(squares, four)
+    return entry(fn, name=name), entry(fn, name=name, parallel=True)

@@ -26,12 +26,20 @@ them all (every operator, every layout family, each dtype), one worker process p
 once after installing, or when building a container image. With a warm cache it only loads them,
 in a few seconds."""
 
-# (shape, axes): one call per kernel family of numred._plan; sizes just above or below its thresholds
+_EVERY_OTHER = (slice(None), slice(None, None, 2))
+# (shape, axes[, view]): one call per kernel family of numred._plan and per variant of the row kernels
+# (_kernels.float_rows_variant, int_rows_four); sizes just above or below their thresholds
 LAYOUTS = (
     ((3, 2, 2), [1]),  # serial, general geometry
     ((9, 10), [1]),  # serial, one run per output
     ((9, 10), [0]),  # serial, a tile of outputs
-    ((300, 200), [1]),  # parallel rows (four at a time, and the leftover rows)
+    ((300, 200), [1]),  # parallel rows: four at a time (float64: one split pass each)
+    ((300, 400), [1], _EVERY_OTHER),  # strided rows
+    ((300, 400), [0], _EVERY_OTHER),  # strided columns
+    ((3000, 16), [1]),  # short rows (float64: two passes each)
+    ((3000, 32), [1], _EVERY_OTHER),  # short strided rows
+    ((16, 3000), [1]),  # long rows (float64: several split pieces)
+    ((8192, 1024), [1]),  # rows of an input beyond the cache (one row at a time on AMD Zen)
     ((301, 200), [0]),  # parallel tiles of rows read as wide rows
     ((100, 1500), [0]),  # parallel single tiles: the lean float_tiles kernel
     ((100, 300, 4), [1]),  # parallel narrow tiles (integers: the int_tiles kernels)
@@ -44,9 +52,9 @@ LAYOUTS = (
 
 
 def dtype_names() -> list[str]:
-    from numred._frontend import CARRIERS
+    from numred._frontend import SUPPORTED_NAMES
 
-    return [str(dtype) for dtype in CARRIERS]
+    return SUPPORTED_NAMES.split(", ")
 
 
 def _sample(shape, dtype):
@@ -58,13 +66,15 @@ def compile_dtype(name: str) -> tuple[str, float]:
     """Run every operator on every layout for one dtype, parallel and serial: (name, seconds)."""
     import numred
     from numred import _runtime
-    from numred._frontend import CARRIERS
+    from numred._frontend import supported_dtypes
     from numred._registry import OPS
 
     start = time.perf_counter()
-    dtype = next(d for d in CARRIERS if str(d) == name)
-    for shape, axes in LAYOUTS:
+    dtype = next(d for d in supported_dtypes() if str(d) == name)
+    for shape, axes, *view in LAYOUTS:
         x = _sample(shape, dtype)
+        if view:
+            x = x[view[0]]
         for op in OPS:
             fn = getattr(numred, op.name)
             fn(x, axes=axes)

@@ -48,7 +48,7 @@ def test_help_is_plain_text(argv, capsys):
 
 def test_the_commands_are_the_parsers_subcommands():
     sub = next(a for a in make_parser()._actions if a.dest == "command")
-    assert sorted(sub.choices) == ["bench", "precompile"]
+    assert sorted(sub.choices) == ["bench", "coldstart", "precompile"]
 
 
 def test_the_console_script_is_installed_and_runs():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import numred
+from numred._frontend import _repeat_key
 from numred._registry import OPS, OPS_BY_NAME
 
 OP_NAMES = [op.name for op in OPS]
@@ -225,6 +226,16 @@ def test_checks_still_apply_to_a_repeated_geometry(func):
     check_raises(func, x, ValueError, "keepdims", axes=[1], keepdims=2)
     check_raises(func, x, ValueError, "noop_with_empty_axes", axes=[1], noop_with_empty_axes=-1)
     check_raises(func, x, ValueError, "Duplicate|repeated", axes=[1, 1])
+    # ONNX's int64 ndarray axes share the entry of the same list; other arrays are still checked
+    np.testing.assert_allclose(func(x, axes=np.array([1])), peer(x.astype(np.float64), (1,), True), rtol=1e-6)
+    np.testing.assert_allclose(func(x, axes=np.array([2], dtype=np.uint64)), peer(x.astype(np.float64), (2,), True),
+                               rtol=1e-6)
+    op = OPS_BY_NAME[func.__name__]
+    assert _repeat_key(op, x, np.array([1]), 1, 0) == _repeat_key(op, x, [1], 1, 0) is not None
+    check_raises(func, x, ValueError, "1-D|one-dimensional|dimension", axes=np.array([[1]]))
+    check_raises(func, x, ValueError, "Duplicate|repeated", axes=np.array([1, 1]))
+    check_raises(func, x, TypeError, "integers", axes=np.array([1.0]))
+    check_raises(func, x, TypeError, "integers", axes=np.array([True]))
     swapped = x.astype(">f4")  # same shape and strides, other byte order: read as big-endian
     np.testing.assert_allclose(func(swapped, axes=[1]), peer(x.astype(np.float64), (1,), True), rtol=1e-6)
     # True and False share the entries of 1 and 0, and must still mean them

@@ -509,12 +509,17 @@ def test_every_kernel_function_states_its_fastmath_flags():
     import inspect
     from numba.core.registry import CPUDispatcher
     from numred import _kernels
-    dispatchers = {name: obj for name, obj in vars(_kernels).items() if isinstance(obj, CPUDispatcher)}
-    for table in (_kernels.KERNELS, _kernels.SERIAL_FLOAT_SUMS):
-        for name, variants in table.items():
-            for variant in (variants if isinstance(variants, tuple) else (variants,)):
-                if isinstance(variant, CPUDispatcher):
-                    dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
+    from numred.kernels import serial
+    dispatchers = {name: obj for module in (_kernels, serial)
+                   for name, obj in vars(module).items() if isinstance(obj, CPUDispatcher)}
+    for name, variants in _kernels.KERNELS.items():
+        for variant in variants:
+            dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
+    # the serial family's kernels, made by factories on first use
+    for kernel in ([serial.float_sums(term, float64) for term in (serial.SUM, serial.SQUARES) for float64 in (0, 1)]
+                   + [serial.int_sums(squares) for squares in (0, 1)]
+                   + [serial.float_log_sum_exp(float64) for float64 in (0, 1)] + [serial.int_log_sum_exp()]):
+        dispatchers[kernel.py_func.__qualname__] = kernel
     assert len(dispatchers) > 50
     assert [name for name, d in dispatchers.items() if "fastmath" not in d.targetoptions] == []
     source = inspect.getsource(_kernels)

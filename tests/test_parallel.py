@@ -370,7 +370,7 @@ def test_integer_narrow_tiles_are_exact(dtype, case):
     plan = with_threads(2, make_plan, x, tuple(axes))[0]
     for opname in ("reduce_mean", "reduce_sum_square"):
         squares = opname == "reduce_sum_square"
-        kernels = _compute._int_launch(plan, squares, x.itemsize)[0]
+        kernels = _compute._int_launch(plan, squares, x.dtype)[0]
         # 32-bit means take the float tiles; 64-bit data only blocks of up to NARROW_64BIT_MAX_BLOCK
         narrow = x.itemsize == 4 or plan.single_tile[2] * plan.single_tile[3] <= _kernels.NARROW_64BIT_MAX_BLOCK
         if (squares or x.itemsize == 8) and narrow:

@@ -127,11 +127,8 @@ def test_forked_pool_after_parallel_kernels():
 CACHE_MISSES = textwrap.dedent(
     """
     def cache_misses():
-        from numred import _kernels
-        return sum(sum(d.stats.cache_misses.values()) for d in
-                   [v for pair in _kernels.KERNELS.values() for v in pair] +
-                   list(_kernels.SERIAL_FLOAT_SUMS.values()) +
-                   [getattr(_kernels, n) for n in dir(_kernels) if n.startswith(("finish_", "serial_"))])
+        from numred.kernels import catalogue
+        return sum(sum(d.stats.cache_misses.values()) for d in catalogue().values())
     """
 )
 
@@ -343,10 +340,10 @@ def test_every_compiled_kernel_has_its_own_qualified_name():
     from numba.core.dispatcher import Dispatcher
 
     from numred import _kernels
+    from numred.kernels import catalogue, serial
 
-    kernels = [d for pair in _kernels.KERNELS.values() for d in pair]
-    kernels += list(_kernels.SERIAL_FLOAT_SUMS.values())
-    kernels += [v for v in vars(_kernels).values() if isinstance(v, Dispatcher)]
+    kernels = list(catalogue().values())
+    kernels += [v for module in (_kernels, serial) for v in vars(module).values() if isinstance(v, Dispatcher)]
     unique = {id(d): d for d in kernels}.values()
     names = [(d.py_func.__module__, d.py_func.__qualname__) for d in unique]
     shared = sorted({n for n in names if names.count(n) > 1})

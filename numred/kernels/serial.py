@@ -1,0 +1,361 @@
+"""The serial family: a whole small reduction (below the parallel threshold) in one compiled call.
+
+Each kernel walks the plan's outputs in order; per output, the reduced elements run by run along the
+innermost reduced axis (``_next_run``); with a tile (a leading reduced axis over contiguous kept
+elements) it adds whole reduced rows of ``tile`` neighbouring outputs into one accumulator per
+output, so that memory is read in order. It finishes each output and stores it rounded once.
+
+Accumulators, by operator and data (the contract's, as in ``numred._compute``):
+
+| kernel              | data                       | accumulator                                            |
+|---------------------|----------------------------|--------------------------------------------------------|
+| float_sums          | float16, bfloat16, float32 | float64 per run; runs added compensated (Neumaier)     |
+| float_sums          | float64                    | runs: nearly exact split sums (``_float64_run``);      |
+|                     |                            | tiles: plain per BLOCK rows, folded compensated        |
+| int_sums, mean      | 32- and 64-bit integers    | exact: sums of 32-bit halves, then 128 bits            |
+| int_sums, squares   | 32- and 64-bit integers    | uint64, wrapping                                       |
+| float_log_sum_exp   | every float                | max (NaN wins), then float64 sum of exp(x - max)       |
+| int_log_sum_exp     | every integer              | exact max, float64 sum of exp(x - max) by distance     |
+
+Kernels are made per (term, float64 data or not): a float32 kernel holds no split-sum code. The
+table below is filled lazily, so that a first call compiles one kernel for one dtype.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import njit
+
+from .. import _kernels as K
+from .._runtime import entry
+
+SUM, SQUARES, EXP = K.SUM, K.SUM_SQUARES, K.SUM_EXP
+_U64 = np.uint64
+_LOW_HALF = np.uint64(0xFFFFFFFF)
+
+
+# Plain float64 sums of one run, one function per term (each vectorises with reassociation).
+@njit(fastmath=K.FASTMATH)
+def _sum_run(src, offset, n, step, scale):
+    total = 0.0
+    if step == 1:
+        run = K._view(src, offset, offset + n)
+        for i in range(n):
+            total += K.as_float64(run[i]) * scale
+    else:
+        for i in range(n):
+            total += K.as_float64(src[offset + i * step]) * scale
+    return total
+
+
+@njit(fastmath=K.FASTMATH)
+def _squares_run(src, offset, n, step):
+    total = 0.0
+    if step == 1:
+        run = K._view(src, offset, offset + n)
+        for i in range(n):
+            v = K.as_float64(run[i])
+            total += v * v
+    else:
+        for i in range(n):
+            v = K.as_float64(src[offset + i * step])
+            total += v * v
+    return total
+
+
+@njit(fastmath=K.FASTMATH)
+def _exp_run(src, offset, n, step, top):
+    total = 0.0
+    if step == 1:
+        run = K._view(src, offset, offset + n)
+        for i in range(n):
+            total += K.exp_nonpositive(K.as_float64(run[i]) - top)
+    else:
+        for i in range(n):
+            total += K.exp_nonpositive(K.as_float64(src[offset + i * step]) - top)
+    return total
+
+
+@njit(fastmath=K.FASTMATH)
+def _add_sum_row(acc, src, offset, width, scale):
+    for w in range(width):
+        acc[w] += K.as_float64(src[offset + w]) * scale
+
+
+@njit(fastmath=K.FASTMATH)
+def _add_squares_row(acc, src, offset, width):
+    for w in range(width):
+        v = K.as_float64(src[offset + w])
+        acc[w] += v * v
+
+
+@njit(fastmath=False)
+def _fold(acc, totals, comps, width):
+    """Add the plain column sums acc[:width] into their compensated totals and clear them."""
+    for w in range(width):
+        totals[w], comps[w] = K._neumaier(totals[w], comps[w], acc[w])
+        acc[w] = 0.0
+
+
+@njit(fastmath=False)
+def _float_max_run(src, offset, n, step, top):
+    """(max of top and the run's values as float64, whether one is NaN)."""
+    for i in range(n):
+        v = K.as_float64(src[offset + i * step])
+        if v != v:
+            return top, True
+        top = max(top, v)
+    return top, False
+
+
+@njit(fastmath=False)
+def _halves_run(src, offset, n, step):
+    """(sum of the low 32-bit halves as uint64, sum of the high halves as int64) of one run of integers:
+    x = high * 2**32 + low, so the two sums hold the exact total (for fewer than 2**31 elements)."""
+    low = _U64(0)
+    high = np.int64(0)
+    for i in range(n):
+        x = src[offset + i * step]
+        low += K.as_bits(x) & _LOW_HALF
+        high += K.high_half(x)
+    return low, high
+
+
+@njit(fastmath=False)
+def _square_bits_run(src, offset, n, step):
+    total = _U64(0)
+    for i in range(n):
+        total += K.square_bits(src[offset + i * step])
+    return total
+
+
+@njit(fastmath=False)
+def _int_max_run(src, offset, n, step, top):
+    for i in range(n):
+        top = max(top, K.as_wide(src[offset + i * step]))
+    return top
+
+
+@njit(fastmath=False)
+def _int_exp_run(src, offset, n, step, top):
+    total = 0.0
+    for i in range(n):
+        total += K.exp_of_minus_distance(src[offset + i * step], top)
+    return total
+
+
+def _float_sums_for(term, float64):
+    """Mean (term SUM, divisor n) or sum of squares (SQUARES) of float data; ``float64``: the data is
+    float64, whose sums along runs are nearly exact."""
+
+    def serial_float_sums(src, base, dims, kept_ndim, tile, scale, divisor, result):
+        """Results into ``result``; False if one is not finite (a float64 mean then retries rescaled)."""
+        src = K._borrowed(src)
+        kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+        nr = np.prod(rshape)
+        step = rstrides[-1]
+        finite = True
+        # the column sums of a tile: plain ones, and (float64 data) their compensated totals
+        acc = np.zeros(tile)
+        totals = np.zeros(tile)
+        comps = np.zeros(tile)
+        for task in range(K._n_tasks(kshape, tile, 1)):
+            k0, width, _, _, _ = K._task(task, kshape, tile, 1, nr)
+            origin = base + K._offset_of(k0, kshape, kstrides)
+            if tile == 1:
+                total = 0.0
+                comp = 0.0
+                sigma = 0.0  # the split sums' scale, passed on from piece to piece
+                pos = 0
+                while pos < nr:
+                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    offset += origin
+                    if float64:
+                        # equal pieces of at most SPLIT_PIECE, as _kernels._add_run
+                        piece = n if n <= K.SPLIT_PIECE else -(-n // -(-n // K.SPLIT_PIECE))
+                        for b in range(0, n, piece):
+                            high, low, sigma = K._float64_run(src, offset + b * step, min(piece, n - b), step, term,
+                                                              scale, sigma)
+                            total, comp = K._neumaier(total, comp, high)
+                            total, comp = K._neumaier(total, comp, low)
+                    elif term == SUM:
+                        total, comp = K._neumaier(total, comp, _sum_run(src, offset, n, step, scale))
+                    else:
+                        total, comp = K._neumaier(total, comp, _squares_run(src, offset, n, step))
+                    pos += n
+                value = K._compensated_result(total, comp) / divisor
+                K.store_rounded(result, k0, value)
+                finite = finite and math.isfinite(value)
+            else:
+                rows = 0
+                pos = 0
+                while pos < nr:
+                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    offset += origin
+                    for i in range(n):
+                        if term == SUM:
+                            _add_sum_row(acc, src, offset + i * step, width, scale)
+                        else:
+                            _add_squares_row(acc, src, offset + i * step, width)
+                        rows += 1
+                        if float64 and rows == K.BLOCK:
+                            _fold(acc, totals, comps, width)
+                            rows = 0
+                    pos += n
+                if float64:
+                    _fold(acc, totals, comps, width)
+                for w in range(width):
+                    value = (K._compensated_result(totals[w], comps[w]) if float64 else acc[w]) / divisor
+                    K.store_rounded(result, k0 + w, value)
+                    finite = finite and math.isfinite(value)
+                    acc[w] = 0.0
+                    totals[w] = 0.0
+                    comps[w] = 0.0
+        return finite
+
+    return serial_float_sums
+
+
+def _int_sums_for(squares):
+    """Exact mean truncated toward zero, or (``squares``) the sum of squares modulo 2**bits."""
+
+    def serial_int_sums(src, base, dims, kept_ndim, tile, count, result):
+        src = K._borrowed(src)
+        kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+        nr = np.prod(rshape)
+        step = rstrides[-1]
+        # a tile's column sums: squares in low; a mean's 32-bit halves in low and high
+        low_acc = np.zeros(tile, dtype=np.uint64)
+        high_acc = np.zeros(tile, dtype=np.int64)
+        for task in range(K._n_tasks(kshape, tile, 1)):
+            k0, width, _, _, _ = K._task(task, kshape, tile, 1, nr)
+            origin = base + K._offset_of(k0, kshape, kstrides)
+            pos = 0
+            if tile == 1:
+                low = _U64(0)
+                high = _U64(0)
+                while pos < nr:
+                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    if squares:
+                        low += _square_bits_run(src, origin + offset, n, step)
+                    else:
+                        low_sum, high_sum = _halves_run(src, origin + offset, n, step)
+                        low, high = K._add_halves128(low, high, low_sum, high_sum)
+                    pos += n
+                result[k0] = low if squares else K._int_mean(low, high, _U64(count))
+            else:
+                while pos < nr:
+                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    for i in range(n):
+                        row = origin + offset + i * step
+                        for w in range(width):
+                            x = src[row + w]
+                            if squares:
+                                low_acc[w] += K.square_bits(x)
+                            else:
+                                low_acc[w] += K.as_bits(x) & _LOW_HALF
+                                high_acc[w] += K.high_half(x)
+                    pos += n
+                for w in range(width):
+                    if squares:
+                        result[k0 + w] = low_acc[w]
+                    else:
+                        low, high = K._add_halves128(_U64(0), _U64(0), low_acc[w], high_acc[w])
+                        result[k0 + w] = K._int_mean(low, high, _U64(count))
+                    low_acc[w] = 0
+                    high_acc[w] = 0
+
+    return serial_int_sums
+
+
+def _float_log_sum_exp_for(float64):
+    """max + log(sum of exp(x - max)) of float data; ``float64``: exp sums in pieces of BLOCK terms
+    added compensated (narrower data: a float64 sum per run is far more exact than the output)."""
+
+    def serial_float_log_sum_exp(src, base, dims, kept_ndim, result):
+        src = K._borrowed(src)
+        kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+        nr = np.prod(rshape)
+        step = rstrides[-1]
+        for k in range(result.size):
+            origin = base + K._offset_of(k, kshape, kstrides)
+            top = -math.inf
+            nan = False
+            pos = 0
+            while pos < nr and not nan:
+                offset, n = K._next_run(pos, nr, rshape, rstrides)
+                top, nan = _float_max_run(src, origin + offset, n, step, top)
+                pos += n
+            if nan:
+                K.store_rounded(result, k, math.nan)
+                continue
+            if not math.isfinite(top):  # +inf, or -inf for an all -inf set: the answer itself
+                K.store_rounded(result, k, top)
+                continue
+            total = 0.0
+            comp = 0.0
+            pos = 0
+            while pos < nr:
+                offset, n = K._next_run(pos, nr, rshape, rstrides)
+                offset += origin
+                block = K.BLOCK if float64 else n
+                for b in range(0, n, block):
+                    total, comp = K._neumaier(total, comp, _exp_run(src, offset + b * step, min(block, n - b), step,
+                                                                    top))
+                pos += n
+            K.store_rounded(result, k, top + math.log(K._compensated_result(total, comp)))
+
+    return serial_float_log_sum_exp
+
+
+def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
+    """trunc(max + log(sum of exp(x - max))) of integer data into ``result`` (the input dtype); False
+    when one is undecided in float64 or does not fit ``type_max`` (_kernels._int_log_sum_exp), for the
+    front end to decide exactly."""
+    src = K._borrowed(src)
+    kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+    nr = np.prod(rshape)
+    step = rstrides[-1]
+    decided = True
+    for k in range(result.size):
+        origin = base + K._offset_of(k, kshape, kstrides)
+        top = K.as_wide(src[origin])
+        pos = 0
+        while pos < nr:
+            offset, n = K._next_run(pos, nr, rshape, rstrides)
+            top = _int_max_run(src, origin + offset, n, step, top)
+            pos += n
+        total = 0.0
+        pos = 0
+        while pos < nr:
+            offset, n = K._next_run(pos, nr, rshape, rstrides)
+            total += _int_exp_run(src, origin + offset, n, step, top)
+            pos += n
+        value, fits = K._int_log_sum_exp(top, total, count, type_max)
+        result[k] = value
+        decided = decided and fits
+    return decided
+
+
+@functools.cache
+def float_sums(term: int, float64: bool):
+    """The kernel of a float mean (SUM) or sum of squares (SQUARES)."""
+    name = f"serial_float_{'sum' if term == SUM else 'squares'}{'_float64' if float64 else ''}"
+    return entry(_float_sums_for(term, float64), name=name)
+
+
+@functools.cache
+def int_sums(squares: bool):
+    return entry(_int_sums_for(squares), name=f"serial_int_{'squares' if squares else 'mean'}")
+
+
+@functools.cache
+def float_log_sum_exp(float64: bool):
+    return entry(_float_log_sum_exp_for(float64), name=f"serial_float_log_sum_exp{'_float64' if float64 else ''}")
+
+
+@functools.cache
+def int_log_sum_exp():
+    return entry(serial_int_log_sum_exp)
