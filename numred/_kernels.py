@@ -560,8 +560,8 @@ def _rows_together(src, n_kept, n_reduced, min_row, min_large_row):
 
 
 @njit(fastmath=FASTMATH)
-def _float_runs4(src, first, gap, n, mode, shift):
-    """The plain float64 sums (SUM or SUM_SQUARES, as in _float_run) of four contiguous runs of
+def _float_runs4(src, first, gap, n, squares, shift):
+    """The plain float64 sums (of x * shift, or of x * x with ``squares``) of four contiguous runs of
     ``n`` elements starting ``gap`` apart, read together: four memory streams."""
     a = _view(src, first, first + n)
     b = _view(src, first + gap, first + gap + n)
@@ -572,7 +572,7 @@ def _float_runs4(src, first, gap, n, mode, shift):
     s2 = 0.0
     s3 = 0.0
     if reads_pairs(src):  # bfloat16: two elements per load (pair_values)
-        if mode == SUM:  # shift is a power of two: scaling the sums rounds as scaling each term would
+        if not squares:  # shift is a power of two: scaling the sums rounds as scaling each term would
             for p in range(n // 2):
                 s0 += _pair_sum(a, 2 * p)
                 s1 += _pair_sum(b, 2 * p)
@@ -589,7 +589,7 @@ def _float_runs4(src, first, gap, n, mode, shift):
             return s0, s1, s2, s3
         a, b, c, d = a[n - 1:], b[n - 1:], c[n - 1:], d[n - 1:]  # the last element of each, below
         n = 1
-    if mode == SUM:
+    if not squares:
         for i in range(n):
             s0 += as_float64(a[i]) * shift
             s1 += as_float64(b[i]) * shift
@@ -891,6 +891,14 @@ def _float64_run_two_pass(run, n, step, mode, shift):
     return high, low
 
 
+def _literal_mode(mode):
+    """The value of a ``mode`` argument typed as a literal (a constant at the call), for the functions
+    compiled once per mode (_add_run, _float_run, _float_row): every caller passes a constant."""
+    if not isinstance(mode, types.IntegerLiteral):
+        raise TypeError(f"mode must be a constant at the call, got {mode}")
+    return mode.literal_value
+
+
 # The float64 split sums are reached only for float64 data, but a kernel's branch on
 # compensation_block(src) is not folded by Numba: called directly, they were compiled into every
 # float32, float16 and bfloat16 kernel too (a third of a float32 row kernel's compile time). Called
@@ -928,108 +936,145 @@ def _float64_run_two_pass_gate(run, n, step, mode, shift):
     return lambda run, n, step, mode, shift: (0.0, 0.0)
 
 
-@njit(fastmath=False)
 def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
     """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
     the sigma of its last split piece: float64 sums and sums of squares nearly exactly in equal pieces
     of at most SPLIT_PIECE (_float64_run; ``sigma`` is the previous piece's), float64 exp sums plainly
     in pieces of BLOCK, and narrower floats plainly at once."""
-    block = compensation_block(src)
-    if block < NEVER and mode != SUM_EXP:
-        # equal pieces, no short last one (4160: 3 x 1387, not 2 x 2048 + 64); no divisions for one
-        piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
-        for b in range(0, n, piece):
-            high, low, sigma = float64_run(src, offset + b * step, min(piece, n - b), step, mode, shift, sigma)
-            total, comp = _neumaier(total, comp, high)
-            total, comp = _neumaier(total, comp, low)
+
+
+@functools.cache
+def _add_run_for(mode):
+    """_add_run for one ``mode``, a constant: the other modes' loops are pruned."""
+
+    @njit(fastmath=False)
+    def add_run(total, comp, sigma, src, offset, n, step, shift):
+        block = compensation_block(src)
+        if block < NEVER and mode != SUM_EXP:
+            # equal pieces, no short last one (4160: 3 x 1387, not 2 x 2048 + 64); no divisions for one
+            piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
+            for b in range(0, n, piece):
+                high, low, sigma = float64_run(src, offset + b * step, min(piece, n - b), step, mode, shift, sigma)
+                total, comp = _neumaier(total, comp, high)
+                total, comp = _neumaier(total, comp, low)
+            return total, comp, sigma
+        for b in range(0, n, block):
+            total, comp = _neumaier(total, comp, _float_run(src, offset + b * step, min(block, n - b), step, mode,
+                                                            shift))
         return total, comp, sigma
-    for b in range(0, n, block):
-        total, comp = _neumaier(total, comp, _float_run(src, offset + b * step, min(block, n - b), step, mode,
-                                                        shift))
-    return total, comp, sigma
+
+    return add_run
+
+
+@overload(_add_run, prefer_literal=True, jit_options={"fastmath": False})
+def _add_run_by_mode(total, comp, sigma, src, offset, n, step, mode, shift):
+    specialised = _add_run_for(_literal_mode(mode))
+    def call(total, comp, sigma, src, offset, n, step, mode, shift):
+        return specialised(total, comp, sigma, src, offset, n, step, shift)
+
+    return call
 
 
 # The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
 # vectorising it, and it does not unswitch three-way branches by itself.
-@njit(fastmath=FASTMATH)
 def _float_run(src, offset, n, step, mode, shift):
     """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
     scale), x * x (SUM_SQUARES), or exp(x - shift) (SUM_EXP; shift is the max)."""
-    acc = 0.0
-    if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
-        quarter = n // 4
-        s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode, shift)
-        acc = (s0 + s1) + (s2 + s3)
-        offset += 4 * quarter
-        n -= 4 * quarter
-    if step == 1:
-        run = _view(src, offset, offset + n)
-        if reads_pairs(src) and mode != SUM_EXP:  # bfloat16: two elements per load (pair_values)
-            pairs = 0.0
+
+
+@functools.cache
+def _float_run_for(mode):
+    """_float_run for one ``mode``, a constant: the other modes' loops are pruned."""
+
+    @njit(fastmath=FASTMATH)
+    def float_run(src, offset, n, step, shift):
+        acc = 0.0
+        if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
+            quarter = n // 4
+            s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode == SUM_SQUARES, shift)
+            acc = (s0 + s1) + (s2 + s3)
+            offset += 4 * quarter
+            n -= 4 * quarter
+        if step == 1:
+            run = _view(src, offset, offset + n)
+            if reads_pairs(src) and mode != SUM_EXP:  # bfloat16: two elements per load (pair_values)
+                pairs = 0.0
+                if mode == SUM:
+                    for p in range(n // 2):
+                        pairs += _pair_sum(run, 2 * p)
+                    pairs *= shift  # a power of two, as in _float_runs4
+                else:
+                    for p in range(n // 2):
+                        pairs += _pair_square_sum(run, 2 * p)
+                acc += pairs
+                run = run[n - n % 2:]  # the last element of an odd run, below
+                n = n % 2
             if mode == SUM:
-                for p in range(n // 2):
-                    pairs += _pair_sum(run, 2 * p)
-                pairs *= shift  # a power of two, as in _float_runs4
-            else:
-                for p in range(n // 2):
-                    pairs += _pair_square_sum(run, 2 * p)
-            acc += pairs
-            run = run[n - n % 2:]  # the last element of an odd run, below
-            n = n % 2
-        if mode == SUM:
-            for i in range(n):
-                acc += as_float64(run[i]) * shift
-        elif mode == SUM_SQUARES:
-            for i in range(n):
-                v = as_float64(run[i])
-                acc += v * v
-        else:
-            for i in range(n):
-                acc += exp_nonpositive(as_float64(run[i]) - shift)
-    else:
-        if mode != SUM_EXP and step == 2 and n >= EVERY_OTHER_MIN_RUN:
-            # every other element, read over the whole span (_every_other_sum): in-process against
-            # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
-            # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
-            return _every_other_sum(_view(src, offset, offset + every_other_span(src, offset, n)), mode, shift)
-        if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
-            # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
-            # vectorised, and as one chain of dependent additions every other or every third element
-            # of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES sums held in an array
-            # (100000x256 every other: 2.5-3x). Scalar sums did not do it (reassociation may fold
-            # them back into one chain). Not for the 16-bit floats, whose conversions bound the loop
-            # already (float16 1.8x the time, bfloat16 0.75x or 1.2x from one build to the next),
-            # nor for exp sums (1.2-2.7x: bound by the exp), nor for short runs (the array cost more
-            # than it saved: 2x on rows of 16).
-            run = src[offset:offset + (n - 1) * step + 1:step]
-            lanes = np.zeros(STRIDED_LANES)
-            whole = n - n % STRIDED_LANES
-            if mode == SUM:
-                for i0 in range(0, whole, STRIDED_LANES):
-                    for j in range(STRIDED_LANES):
-                        lanes[j] += as_float64(run[i0 + j]) * shift
-                for i in range(whole, n):
+                for i in range(n):
                     acc += as_float64(run[i]) * shift
-            else:
-                for i0 in range(0, whole, STRIDED_LANES):
-                    for j in range(STRIDED_LANES):
-                        v = as_float64(run[i0 + j])
-                        lanes[j] += v * v
-                for i in range(whole, n):
+            elif mode == SUM_SQUARES:
+                for i in range(n):
                     v = as_float64(run[i])
                     acc += v * v
-            return acc + lanes.sum()
-        if mode == SUM:
-            for i in range(n):
-                acc += as_float64(src[offset + i * step]) * shift
-        elif mode == SUM_SQUARES:
-            for i in range(n):
-                v = as_float64(src[offset + i * step])
-                acc += v * v
+            else:
+                for i in range(n):
+                    acc += exp_nonpositive(as_float64(run[i]) - shift)
         else:
-            for i in range(n):
-                acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)
-    return acc
+            if mode != SUM_EXP and step == 2 and n >= EVERY_OTHER_MIN_RUN:
+                # every other element, read over the whole span (_every_other_sum): in-process against
+                # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
+                # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
+                span = _view(src, offset, offset + every_other_span(src, offset, n))
+                return _every_other_sum(span, mode == SUM_SQUARES, shift)
+            if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
+                # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
+                # vectorised, and as one chain of dependent additions every other or every third element
+                # of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES sums held in an array
+                # (100000x256 every other: 2.5-3x). Scalar sums did not do it (reassociation may fold
+                # them back into one chain). Not for the 16-bit floats, whose conversions bound the loop
+                # already (float16 1.8x the time, bfloat16 0.75x or 1.2x from one build to the next),
+                # nor for exp sums (1.2-2.7x: bound by the exp), nor for short runs (the array cost more
+                # than it saved: 2x on rows of 16).
+                run = src[offset:offset + (n - 1) * step + 1:step]
+                lanes = np.zeros(STRIDED_LANES)
+                whole = n - n % STRIDED_LANES
+                if mode == SUM:
+                    for i0 in range(0, whole, STRIDED_LANES):
+                        for j in range(STRIDED_LANES):
+                            lanes[j] += as_float64(run[i0 + j]) * shift
+                    for i in range(whole, n):
+                        acc += as_float64(run[i]) * shift
+                else:
+                    for i0 in range(0, whole, STRIDED_LANES):
+                        for j in range(STRIDED_LANES):
+                            v = as_float64(run[i0 + j])
+                            lanes[j] += v * v
+                    for i in range(whole, n):
+                        v = as_float64(run[i])
+                        acc += v * v
+                return acc + lanes.sum()
+            if mode == SUM:
+                for i in range(n):
+                    acc += as_float64(src[offset + i * step]) * shift
+            elif mode == SUM_SQUARES:
+                for i in range(n):
+                    v = as_float64(src[offset + i * step])
+                    acc += v * v
+            else:
+                for i in range(n):
+                    acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)
+        return acc
+
+    return float_run
+
+
+@overload(_float_run, prefer_literal=True, jit_options={"fastmath": FASTMATH})
+def _float_run_by_mode(src, offset, n, step, mode, shift):
+    specialised = _float_run_for(_literal_mode(mode))
+    def call(src, offset, n, step, mode, shift):
+        return specialised(src, offset, n, step, shift)
+
+    return call
 
 
 STRIDED_LANES = 8
@@ -1048,12 +1093,12 @@ def every_other_span(src, offset, n):
 
 
 @njit(fastmath=FASTMATH)
-def _every_other_sum(span, mode, shift):
-    """_float_run's plain float64 sum (SUM or SUM_SQUARES) of the even elements of ``span``
+def _every_other_sum(span, squares, shift):
+    """_float_run's plain float64 sum (of x * shift, or of x * x with ``squares``) of the even elements of ``span``
     (every_other_span), as _split_pass_every_other reads them: the whole span, vectorised, the
     terms of the elements in between zeroed by their bits."""
     acc = 0.0
-    if mode == SUM:  # the term zeroed, not the element: a float32 one became a masked load (2x the time)
+    if not squares:  # the term zeroed, not the element: a float32 one became a masked load (2x the time)
         for i in range(span.size):
             acc += _kept_if(as_float64(span[i]) * shift, (i & 1) - 1)
         return acc
@@ -1281,10 +1326,10 @@ COLUMN_MIN_ROWS = 128
 
 
 @njit(fastmath=False)
-def _add_strided_row(acc, src, origin, stride, mode, scale):
-    """acc[k] += the term (SUM: x * scale, SUM_SQUARES: x * x) of src[origin + k * stride], each k."""
+def _add_strided_row(acc, src, origin, stride, squares, scale):
+    """acc[k] += the term (x * scale, or x * x with ``squares``) of src[origin + k * stride], each k."""
     row = _view(src, origin, len(src))
-    if mode == SUM:
+    if not squares:
         for k in range(acc.size):
             acc[k] += as_float64(row[k * stride]) * scale
     else:
@@ -1358,7 +1403,7 @@ def _float_rows_for(mode, variant):
                 first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
                 for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
                     for j in range(j0, min(j0 + block, end)):
-                        _add_strided_row(acc, src, base + j * step, kept_stride, mode, scale)
+                        _add_strided_row(acc, src, base + j * step, kept_stride, mode == SUM_SQUARES, scale)
                     _fold(acc, totals[c], comps[c])
             # each output's partials next to each other, as _combined_sum takes them (folding
             # into columns of an output-major array instead: up to 1.4x the time)
@@ -1391,7 +1436,8 @@ def _float_rows_for(mode, variant):
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
                 if k0 + 4 <= n_kept:
-                    sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
+                    sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode == SUM_SQUARES,
+                                        scale)
                     for j in range(4):
                         store_rounded(result, k0 + j, sums[j] / divisor)
                 else:  # the last 1-3 rows
@@ -1506,14 +1552,14 @@ def narrow_tile(n_inner, tile, n_reduced, step):
 
 
 @njit(fastmath=FASTMATH)
-def _narrow_rows4(run, first, mode, scale, acc):
-    """acc[l] += the terms (as in _float_run; SUM or SUM_SQUARES) of the four NARROW_ROW-element rows
+def _narrow_rows4(run, first, squares, scale, acc):
+    """acc[l] += the terms (x * scale, or x * x with ``squares``) of the four NARROW_ROW-element rows
     of ``run`` from ``first`` on, summed as a tree."""
     a = run[first:first + NARROW_ROW]
     b = run[first + NARROW_ROW:first + 2 * NARROW_ROW]
     c = run[first + 2 * NARROW_ROW:first + 3 * NARROW_ROW]
     d = run[first + 3 * NARROW_ROW:first + 4 * NARROW_ROW]
-    if mode == SUM:  # each term scaled, as in _float_columns
+    if not squares:  # each term scaled, as in _float_columns
         for l in range(NARROW_ROW):
             acc[l] += ((as_float64(a[l]) * scale + as_float64(b[l]) * scale)
                        + (as_float64(c[l]) * scale + as_float64(d[l]) * scale))
@@ -1531,7 +1577,7 @@ def _narrow_block_sums(src, offset, n, mode, scale, acc):
     run = _view(src, offset, offset + n)
     p = 0
     while p + 4 * NARROW_ROW <= n:
-        _narrow_rows4(run, p, mode, scale, acc)
+        _narrow_rows4(run, p, mode == SUM_SQUARES, scale, acc)
         p += 4 * NARROW_ROW
     while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
         _float_columns(src, offset + p, NARROW_ROW, 1, min(NARROW_ROW, n - p), mode, scale, acc[:0], 0, acc)
@@ -1645,18 +1691,36 @@ def _float_blocks_for(mode):
     return float_blocks
 
 
-@njit(fastmath=False)
 def _float_row(src, origin, n, step, mode, shift, sigma, divisor):
     """One output of float_rows over its run, finished (_finish_sum), and the sigma its float64 split
     sums ended with (_add_run; ``sigma`` is the one to start from)."""
-    total = 0.0
-    comp = 0.0
-    if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
-        if compensation_block(src) == NEVER:  # narrower floats: one plain float64 sum
-            total = _float_run(src, origin, n, step, mode, shift)
-        else:
-            total, comp, sigma = _add_run(total, comp, sigma, src, origin, n, step, mode, shift)
-    return _finish_sum(total, comp, mode, divisor, shift), sigma
+
+
+@functools.cache
+def _float_row_for(mode):
+    """_float_row for one ``mode``, a constant: the other modes' loops are pruned."""
+
+    @njit(fastmath=False)
+    def float_row(src, origin, n, step, shift, sigma, divisor):
+        total = 0.0
+        comp = 0.0
+        if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+            if compensation_block(src) == NEVER:  # narrower floats: one plain float64 sum
+                total = _float_run(src, origin, n, step, mode, shift)
+            else:
+                total, comp, sigma = _add_run(total, comp, sigma, src, origin, n, step, mode, shift)
+        return _finish_sum(total, comp, mode, divisor, shift), sigma
+
+    return float_row
+
+
+@overload(_float_row, prefer_literal=True, jit_options={"fastmath": False})
+def _float_row_by_mode(src, origin, n, step, mode, shift, sigma, divisor):
+    specialised = _float_row_for(_literal_mode(mode))
+    def call(src, origin, n, step, mode, shift, sigma, divisor):
+        return specialised(src, origin, n, step, shift, sigma, divisor)
+
+    return call
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2153,6 +2217,10 @@ def _int_tiles_for(squares):
                     for j in range(w, NARROW_ROW, n_inner):
                         if squares:
                             low += low_acc[j]
+                        elif narrow_int(src):  # whole values in high_acc (_int_columns), split here
+                            whole = high_acc[j]
+                            low, high = _add_halves128(low, high, _U64(whole) & _U64(0xFFFFFFFF), whole >> 32)
+                            high_acc[j] = 0
                         else:
                             low, high = _add_halves128(low, high, low_acc[j], high_acc[j])
                             high_acc[j] = 0
@@ -2658,7 +2726,8 @@ def finish_float_log_sum_exp(out_total, out_comp, nchunks, maxima, result):
     or -inf for an all -inf set) is the answer itself."""
     for k in range(result.size):
         m = maxima[k]
-        store_rounded(result, k, m + math.log(_combined_sum(out_total, out_comp, k, nchunks)) if math.isfinite(m) else m)
+        total = _combined_sum(out_total, out_comp, k, nchunks)
+        store_rounded(result, k, m + math.log(total) if math.isfinite(m) else m)
 
 
 @njit(fastmath=False)

@@ -350,6 +350,27 @@ def test_narrow_tiles_are_read_as_runs_of_rows(case):
     assert n_outer >= 16 and _kernels.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
 
 
+@pytest.mark.parametrize("dtype", ["int32", "uint32"])
+def test_integer_narrow_tiles_kernel_takes_32_bit_means_too(dtype):
+    # 32-bit means of narrow tiles take the float kernel (_compute._int_mean_by_float_tiles), but the
+    # integer kernel accepts them: its 32-bit columns hold whole values (_kernels._int_columns),
+    # which it had folded as high halves, 2**32 times too large. Called directly on such a tile.
+    from numred import _kernels
+    from numred._plan import make_plan
+
+    info = np.iinfo(dtype)
+    whole = np.random.default_rng(44).integers(info.min, info.max, (40, 300, 4), dtype=dtype, endpoint=True)
+    whole.reshape(-1)[::5] = info.max
+    plan, src = with_threads(2, make_plan, whole, (1,))
+    n_outer, _, n_inner, n_reduced, step = plan.single_tile
+    assert _kernels.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
+    result = np.empty(plan.n_kept, dtype=dtype)
+    kernel = _kernels.KERNELS[_kernels.INT_TILES[False]][0]
+    kernel(src, plan.base, *plan.single_tile[:4], result)
+    expected = oracle.expected("reduce_mean", whole, [1])
+    oracle.assert_matches(result.reshape(40, 1, 4), expected, dtype)
+
+
 @needs_two_threads
 @pytest.mark.parametrize("case", NARROW_TILES)
 @pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint64"])
