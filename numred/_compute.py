@@ -102,7 +102,7 @@ def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64
     """Per-output float sums divided by ``divisor``, rounded once to ``result_dtype``, and whether
     they are all finite (always True unless ``check_finite``: the check is a pass over the results)."""
     result = np.empty(plan.n_kept, dtype=result_dtype)
-    if not plan.parallel:
+    if not plan.parallel and not plan.single_run:  # (single runs: the row kernels, serial)
         kernel = serial.float_sums(mode, src.dtype == np.float64)
         finite = kernel(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, float(scale), float(divisor), result)
         return result, finite
@@ -172,13 +172,13 @@ def _int_launch(plan, squares, carrier):
     integer mean or sum of squares (``squares``) of ``carrier`` data that one kernel call finishes,
     or None when chunk partials are combined afterwards."""
     itemsize = carrier.itemsize
-    if not plan.parallel:
-        return ((serial.int_sums(squares), None), False,
-                (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced))
-    if plan.single_run:
+    if plan.single_run:  # serial ones too: the row kernels' serial variants
         n_kept, kept_stride, n_reduced, step = plan.single_run
         four = K.int_rows_four(squares, carrier, n_kept, n_reduced, step)
         return K.int_rows(squares, four), plan.parallel, (plan.base, kept_stride, n_kept, n_reduced, step)
+    if not plan.parallel:
+        return ((serial.int_sums(squares), None), False,
+                (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced))
     if plan.single_block:
         return K.KERNELS[K.INT_BLOCKS[squares]], True, (plan.base, *plan.single_block)
     if _narrow_tile(plan, itemsize) and (squares or itemsize == 8):  # (_kernels._int_tiles_for)
@@ -291,7 +291,7 @@ def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float, finite: 
         one_launch = _int_launch(plan, mode == K.SUM_SQUARES, dtype)
         return None if one_launch is None else OneLaunch(*one_launch, dtype, dtype)
     carrier = RESULT_DTYPE[dtype]  # for float dtypes also the carrier of the input (_frontend.CARRIERS)
-    if not plan.parallel:  # the serial kernel _float_sums takes for these
+    if not plan.parallel and not plan.single_run:  # the serial kernel _float_sums takes for these
         kernel = serial.float_sums(mode, dtype.char == "d")
         return OneLaunch((kernel, None), False, (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, divisor),
                          carrier, dtype, finite=finite)
@@ -339,8 +339,9 @@ def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
         return OneLaunch((serial.int_log_sum_exp(), None), False,
                          (plan.base, plan.dims, plan.kept_ndim, plan.n_reduced, INT_WIDENING[dtype][1]),
                          dtype, dtype, undecided=Undecided)
+    key_dtype, inf_bits = FLOAT_BITS[dtype]
     return OneLaunch((serial.float_log_sum_exp(dtype.char == "d"), None), False,
-                     (plan.base, plan.dims, plan.kept_ndim), RESULT_DTYPE[dtype], dtype)
+                     (inf_bits, plan.base, plan.dims, plan.kept_ndim), RESULT_DTYPE[dtype], dtype, keys=key_dtype)
 
 
 def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -386,7 +387,9 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         if not plan.parallel:
-            serial.float_log_sum_exp(dtype.char == "d")(src, plan.base, plan.dims, plan.kept_ndim, result)
+            key_dtype, inf_bits = FLOAT_BITS[dtype]
+            serial.float_log_sum_exp(dtype.char == "d")(src, src.view(key_dtype), inf_bits, plan.base, plan.dims,
+                                                        plan.kept_ndim, result)
         else:
             _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
         return _as_dtype(result, dtype)

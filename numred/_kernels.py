@@ -907,7 +907,7 @@ def float64_run(src, offset, n, step, mode, shift, sigma):
     """_float64_run for float64 ``src``; never reached for other data."""
 
 
-@overload(float64_run, jit_options={"fastmath": False})
+@overload(float64_run, inline="always", jit_options={"fastmath": False})
 def _float64_run_gate(src, offset, n, step, mode, shift, sigma):
     if src.dtype == types.float64:
         return lambda src, offset, n, step, mode, shift, sigma: _float64_run(src, offset, n, step, mode, shift, sigma)
@@ -918,7 +918,7 @@ def float64_one_pass(run, n, step, mode, sigma):
     """_float64_one_pass for float64 ``run``; never reached for other data."""
 
 
-@overload(float64_one_pass, jit_options={"fastmath": False})
+@overload(float64_one_pass, inline="always", jit_options={"fastmath": False})
 def _float64_one_pass_gate(run, n, step, mode, sigma):
     if run.dtype == types.float64:
         return lambda run, n, step, mode, sigma: _float64_one_pass(run, n, step, mode, sigma)
@@ -929,7 +929,7 @@ def float64_run_two_pass(run, n, step, mode, shift):
     """_float64_run_two_pass for float64 ``run``; never reached for other data."""
 
 
-@overload(float64_run_two_pass, jit_options={"fastmath": False})
+@overload(float64_run_two_pass, inline="always", jit_options={"fastmath": False})
 def _float64_run_two_pass_gate(run, n, step, mode, shift):
     if run.dtype == types.float64:
         return lambda run, n, step, mode, shift: _float64_run_two_pass(run, n, step, mode, shift)
@@ -944,13 +944,14 @@ def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
 
 
 @functools.cache
-def _add_run_for(mode):
-    """_add_run for one ``mode``, a constant: the other modes' loops are pruned."""
+def _add_run_for(mode, float64):
+    """_add_run for one ``mode`` and for float64 data or not, constants: the other modes' loops and
+    the other data's path are pruned."""
 
     @njit(fastmath=False)
     def add_run(total, comp, sigma, src, offset, n, step, shift):
         block = compensation_block(src)
-        if block < NEVER and mode != SUM_EXP:
+        if float64 and mode != SUM_EXP:
             # equal pieces, no short last one (4160: 3 x 1387, not 2 x 2048 + 64); no divisions for one
             piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
             for b in range(0, n, piece):
@@ -966,9 +967,10 @@ def _add_run_for(mode):
     return add_run
 
 
-@overload(_add_run, prefer_literal=True, jit_options={"fastmath": False})
+@overload(_add_run, prefer_literal=True, inline="always", jit_options={"fastmath": False})
 def _add_run_by_mode(total, comp, sigma, src, offset, n, step, mode, shift):
-    specialised = _add_run_for(_literal_mode(mode))
+    specialised = _add_run_for(_literal_mode(mode), src.dtype == types.float64)
+
     def call(total, comp, sigma, src, offset, n, step, mode, shift):
         return specialised(total, comp, sigma, src, offset, n, step, shift)
 
@@ -1068,9 +1070,10 @@ def _float_run_for(mode):
     return float_run
 
 
-@overload(_float_run, prefer_literal=True, jit_options={"fastmath": FASTMATH})
+@overload(_float_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
 def _float_run_by_mode(src, offset, n, step, mode, shift):
     specialised = _float_run_for(_literal_mode(mode))
+
     def call(src, offset, n, step, mode, shift):
         return specialised(src, offset, n, step, shift)
 
@@ -1697,15 +1700,16 @@ def _float_row(src, origin, n, step, mode, shift, sigma, divisor):
 
 
 @functools.cache
-def _float_row_for(mode):
-    """_float_row for one ``mode``, a constant: the other modes' loops are pruned."""
+def _float_row_for(mode, float64):
+    """_float_row for one ``mode`` and for float64 data or not, constants: the other modes' loops and
+    the other data's path are pruned."""
 
     @njit(fastmath=False)
     def float_row(src, origin, n, step, shift, sigma, divisor):
         total = 0.0
         comp = 0.0
         if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
-            if compensation_block(src) == NEVER:  # narrower floats: one plain float64 sum
+            if not float64:  # narrower floats: one plain float64 sum
                 total = _float_run(src, origin, n, step, mode, shift)
             else:
                 total, comp, sigma = _add_run(total, comp, sigma, src, origin, n, step, mode, shift)
@@ -1714,9 +1718,10 @@ def _float_row_for(mode):
     return float_row
 
 
-@overload(_float_row, prefer_literal=True, jit_options={"fastmath": False})
+@overload(_float_row, prefer_literal=True, inline="always", jit_options={"fastmath": False})
 def _float_row_by_mode(src, origin, n, step, mode, shift, sigma, divisor):
-    specialised = _float_row_for(_literal_mode(mode))
+    specialised = _float_row_for(_literal_mode(mode), src.dtype == types.float64)
+
     def call(src, origin, n, step, mode, shift, sigma, divisor):
         return specialised(src, origin, n, step, shift, sigma, divisor)
 

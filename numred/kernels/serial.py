@@ -14,7 +14,8 @@ Accumulators, by operator and data (the contract's, as in ``numred._compute``):
 |                     |                            | tiles: plain per BLOCK rows, folded compensated        |
 | int_sums, mean      | 32- and 64-bit integers    | exact: sums of 32-bit halves, then 128 bits            |
 | int_sums, squares   | 32- and 64-bit integers    | uint64, wrapping                                       |
-| float_log_sum_exp   | every float                | max (NaN wins), then float64 sum of exp(x - max)       |
+| float_log_sum_exp   | every float                | max of integer keys (NaN wins), then float64 sum of    |
+|                     |                            | exp(x - max)                                           |
 | int_log_sum_exp     | every integer              | exact max, float64 sum of exp(x - max) by distance     |
 
 Kernels are made per (term, float64 data or not): a float32 kernel holds no split-sum code. The
@@ -139,17 +140,6 @@ def _fold(acc, totals, comps, width):
 
 
 @njit(fastmath=False)
-def _float_max_run(src, offset, n, step, top):
-    """(max of top and the run's values as float64, whether one is NaN)."""
-    for i in range(n):
-        v = K.as_float64(src[offset + i * step])
-        if v != v:
-            return top, True
-        top = max(top, v)
-    return top, False
-
-
-@njit(fastmath=False)
 def _halves_run(src, offset, n, step):
     """(sum of the low 32-bit halves as uint64, sum of the high halves as int64) of one run of integers:
     x = high * 2**32 + low, so the two sums hold the exact total (for fewer than 2**31 elements)."""
@@ -167,21 +157,6 @@ def _square_bits_run(src, offset, n, step):
     total = _U64(0)
     for i in range(n):
         total += K.square_bits(src[offset + i * step])
-    return total
-
-
-@njit(fastmath=False)
-def _int_max_run(src, offset, n, step, top):
-    for i in range(n):
-        top = max(top, K.as_wide(src[offset + i * step]))
-    return top
-
-
-@njit(fastmath=False)
-def _int_exp_run(src, offset, n, step, top):
-    total = 0.0
-    for i in range(n):
-        total += K.exp_of_minus_distance(src[offset + i * step], top)
     return total
 
 
@@ -308,23 +283,27 @@ def _float_log_sum_exp_for(float64):
     """max + log(sum of exp(x - max)) of float data; ``float64``: exp sums in pieces of BLOCK terms
     added compensated (narrower data: a float64 sum per run is far more exact than the output)."""
 
-    def serial_float_log_sum_exp(src, base, dims, kept_ndim, result):
-        src = K._borrowed(src)
+    def serial_float_log_sum_exp(src, keys, inf_bits, base, dims, kept_ndim, result):
+        """``keys``: src's memory as signed integers, whose max (of _kernels.float_key) vectorises
+        where a float max that keeps NaN does not; a NaN is a magnitude above inf_bits."""
+        src, keys = K._borrowed(src), K._borrowed(keys)
+        carrier = src[:0]
         kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
         for k in range(result.size):
             origin = base + K._offset_of(k, kshape, kstrides)
-            top = -math.inf
-            nan = False
+            best = K.lowest_key(keys[origin])
+            top_magnitude = K.magnitude_bits(best)
             pos = 0
-            while pos < nr and not nan:
+            while pos < nr:
                 offset, n = K._next_run(pos, nr, rshape, rstrides)
-                top, nan = _float_max_run(src, origin + offset, n, step, top)
+                best, top_magnitude = K._max_run(keys, origin + offset, n, step, True, best, top_magnitude)
                 pos += n
-            if nan:
+            if top_magnitude > inf_bits:  # a NaN
                 K.store_rounded(result, k, math.nan)
                 continue
+            top = K.key_to_float64(K.as_wide(best), carrier)
             if not math.isfinite(top):  # +inf, or -inf for an all -inf set: the answer itself
                 K.store_rounded(result, k, top)
                 continue
@@ -355,17 +334,18 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
     decided = True
     for k in range(result.size):
         origin = base + K._offset_of(k, kshape, kstrides)
-        top = K.as_wide(src[origin])
+        best = src[origin]
         pos = 0
         while pos < nr:
             offset, n = K._next_run(pos, nr, rshape, rstrides)
-            top = _int_max_run(src, origin + offset, n, step, top)
+            best = K._max_run(src, origin + offset, n, step, False, best, best)[0]
             pos += n
+        top = K.as_wide(best)
         total = 0.0
         pos = 0
         while pos < nr:
             offset, n = K._next_run(pos, nr, rshape, rstrides)
-            total += _int_exp_run(src, origin + offset, n, step, top)
+            total += K._int_exp_run(src, origin + offset, n, step, top)
             pos += n
         value, fits = K._int_log_sum_exp(top, total, count, type_max)
         result[k] = value
