@@ -6,6 +6,9 @@ and the call itself. By default every operator on float32, float64, float16, bfl
 and uint64, on three layouts: a small serial one (3x2x2 over axis 1), parallel rows (1000x1000 over
 axis 1) and parallel blocks (64x32x32 over axes 0 and 2). Cases run one at a time, so that no two
 compete for the cores.
+
+``--warm`` measures a warm start instead: with the cache filled, ``import numred`` plus a first
+call of each operator on float32 (300x300 over axis 1), in new processes; the median of five.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ import tempfile
 
 # the command's --help text (plain text; the docstring above is for Sphinx)
 DESCRIPTION = """Time a cold first call: import numred plus one call, in a new process with an empty
-Numba cache, for each operator, dtype and layout, and print the table with the median and worst."""
+Numba cache, for each operator, dtype and layout, and print the table with the median and worst.
+With --warm: a warm start (cache filled), import numred plus one call of each operator."""
 
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint64")
 # name -> (shape, axes)
@@ -47,6 +51,33 @@ print(json.dumps({{"import": imported, "call": called, "total": imported + calle
 """
 
 
+_WARM_CHILD = """
+import time, json
+start = time.perf_counter()
+import numpy as np
+import numred
+x = np.ones((300, 300), np.float32)
+for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square"):
+    getattr(numred, op)(x, axes=[1])
+print(json.dumps(time.perf_counter() - start))
+"""
+WARM_PROCESSES = 5
+
+
+def warm_starts(processes: int = WARM_PROCESSES) -> list[float]:
+    """Seconds of ``processes`` warm starts, each in a new process, after one that fills a new cache."""
+    with tempfile.TemporaryDirectory(prefix="numred-warm-") as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        seconds = []
+        for _ in range(1 + processes):
+            done = subprocess.run([sys.executable, "-c", _WARM_CHILD], env=env, capture_output=True, text=True,
+                                  check=False)
+            if done.returncode:
+                raise RuntimeError(f"warm start failed:\n{done.stderr}")
+            seconds.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return seconds[1:]
+
+
 def cold_call(op: str, dtype: str, shape, axes) -> dict:
     """{"import", "call", "total"} seconds of one cold first call in a new process."""
     with tempfile.TemporaryDirectory(prefix="numred-cold-") as cache:
@@ -65,11 +96,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", action="append", choices=DTYPES, help="this dtype only (repeatable)")
     parser.add_argument("--layout", action="append", choices=list(LAYOUTS), help="this layout only (repeatable)")
     parser.add_argument("--json", metavar="FILE", help="also write the measurements to FILE as JSON")
+    parser.add_argument("--warm", action="store_true",
+                        help=f"time warm starts instead: import plus a first call of each operator with the cache "
+                             f"filled, in {WARM_PROCESSES} new processes")
 
 
 def run(args: argparse.Namespace) -> int:
     from numred._registry import OPS
 
+    if args.warm:
+        seconds = warm_starts()
+        print(f"warm start (import numred, one call of each operator on float32 300x300), {len(seconds)} processes: "
+              f"median {statistics.median(seconds):.2f} s, best {min(seconds):.2f} s, worst {max(seconds):.2f} s")
+        return 0
     ops = args.op or [op.name for op in OPS]
     dtypes = args.dtype or list(DTYPES)
     layouts = args.layout or list(LAYOUTS)

@@ -67,3 +67,15 @@ def test_an_unknown_command_is_an_error_naming_the_choices():
     done = run_module("benchmark")
     assert done.returncode == 2
     assert "invalid choice: 'benchmark'" in done.stderr and "bench" in done.stderr
+
+
+def test_coldstart_times_a_first_call_from_an_empty_cache(capsys):
+    # one case: a new process with a new, empty NUMBA_CACHE_DIR compiles what the call needs
+    assert main(["coldstart", "--op", "reduce_mean", "--dtype", "float32", "--layout", "3x2x2 axis 1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["operator", "dtype", "layout", "import", "call", "total"]
+    row = lines[1].split()
+    assert row[:5] == ["reduce_mean", "float32", "3x2x2", "axis", "1"]
+    imported, called, total = (float(cell.rstrip("s")) for cell in row[5:])
+    assert imported > 0 and called > 0 and abs(imported + called - total) < 0.02
+    assert lines[2].startswith("1 cold first calls: median ")
