@@ -6,7 +6,8 @@ array of ``plan.n_kept`` results in that dtype. The accumulator policy lives her
 | input                          | accumulator                                       | final step            |
 |--------------------------------|---------------------------------------------------|-----------------------|
 | float16, bfloat16, float32     | float64; runs and chunks combined compensated     | one rounding          |
-| float64                        | runs: split sums, nearly exact (K._float64_run);  | none                  |
+| float64                        | runs: split sums, nearly exact (K._float64_run;   | none                  |
+|                                | small inputs: twice the precision, kernels.serial)|                       |
 |                                | tiles: compensated across 256-row pieces          |                       |
 | int32/int64/uint32/uint64 mean | exact 128-bit sum (32-bit tiles: float64, exact   | truncate toward zero  |
 |                                | for up to 2**20 values, K.EXACT_FLOAT_INT_COUNT)  |                       |
