@@ -79,3 +79,15 @@ def test_coldstart_times_a_first_call_from_an_empty_cache(capsys):
     imported, called, total = (float(cell.rstrip("s")) for cell in row[5:])
     assert imported > 0 and called > 0 and abs(imported + called - total) < 0.02
     assert lines[2].startswith("1 cold first calls: median ")
+
+
+def test_pyproject_lists_every_package():
+    # a subpackage missing from pyproject's package list imports from a checkout but not once installed
+    # (numred.kernels was: `pip install .` then failed at import)
+    import tomllib
+    from pathlib import Path
+
+    source = Path(numred.__file__).parent
+    packages = {".".join(p.parent.relative_to(source.parent).parts) for p in source.rglob("__init__.py")}
+    listed = tomllib.loads((source.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert packages == set(listed), f"packages {sorted(packages)}, pyproject lists {sorted(listed)}"
