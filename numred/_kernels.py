@@ -548,13 +548,13 @@ ONE_STREAM_MIN_LARGE_FLOAT32_ROW = 16
 ONE_STREAM_MIN_LARGE_INT64_ROW = 64
 
 
-@njit(fastmath=False)
-def _rows_together(src, n_kept, n_reduced, min_row, min_large_row):
+def _rows_together(itemsize, n_kept, n_reduced, min_row, min_large_row):
     """How many contiguous rows the row kernels read together: 4 (four memory streams per thread),
     or 1 (whole rows one after another) where ONE_STREAM_ROWS says so: rows of ``min_row`` elements
-    or more, and rows of ``min_large_row`` or more of inputs beyond the cache."""
+    or more, and rows of ``min_large_row`` or more of inputs beyond the cache. Decided in Python,
+    with the row kernel's variant (float_rows_variant, int_rows_four)."""
     if ONE_STREAM_ROWS and (n_reduced >= min_row or n_reduced >= min_large_row
-                            and n_kept * n_reduced * src.itemsize >= ONE_STREAM_MIN_BYTES):
+                            and n_kept * n_reduced * itemsize >= ONE_STREAM_MIN_BYTES):
         return 1
     return 4
 
@@ -1361,7 +1361,7 @@ def float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scal
             return ROWS_STRIDED
         min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
                                   if carrier.itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
-        if _rows_together.py_func(carrier, n_kept, n_reduced, min_row, min_large_row) == 1:
+        if _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 1:
             return ROWS_ONE_BY_ONE
         return ROWS_FOUR
     if (float64 and mode != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
@@ -2110,7 +2110,7 @@ def int_rows_four(squares, carrier, n_kept, n_reduced, step):
     min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
     min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
     return (step == 1 and (squares or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
-            and _rows_together.py_func(carrier, n_kept, n_reduced, min_row, min_large_row) == 4)
+            and _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 4)
 
 
 def _int_rows_for(squares, four):
