@@ -6,7 +6,7 @@ array of ``plan.n_kept`` results in that dtype. The accumulator policy lives her
 | input                          | accumulator                                       | final step            |
 |--------------------------------|---------------------------------------------------|-----------------------|
 | float16, bfloat16, float32     | float64; runs and chunks combined compensated     | one rounding          |
-| float64                        | runs: split sums, nearly exact (K._float64_run;   | none                  |
+| float64                        | runs: split sums, nearly exact (K._float64_run_for;   | none                  |
 |                                | small inputs: twice the precision, kernels.serial)|                       |
 |                                | tiles: compensated across 256-row pieces          |                       |
 | int32/int64/uint32/uint64 mean | exact 128-bit sum (32-bit tiles: float64, exact   | truncate toward zero  |
@@ -153,9 +153,9 @@ def _maxima(plan, src, dtype):
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
     if plan.single_block:
-        _launch("max_blocks", plan, keys, plan.base, *plan.single_block, is_float, inf_bits, partial, nans)
+        _launch(K.MAX_BLOCKS[is_float], plan, keys, plan.base, *plan.single_block, inf_bits, partial, nans)
     else:
-        _launch("max_keys", plan, *_geometry(plan, keys), plan.tile, is_float, inf_bits, partial, nans)
+        _launch(K.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         K.finish_max(partial, plan.nchunks, keys)

@@ -337,6 +337,27 @@ NARROW_TILES = {
 SINGLE_TILES |= NARROW_TILES
 
 
+@pytest.mark.parametrize("helper, arguments", [
+    ("pair_values", (np.zeros(4, np.float32), 0)),  # bfloat16 bits (int16) only
+    ("float_key", (np.uint32(5),)),  # float bits, read through signed views only
+    ("magnitude_bits", (np.uint64(5),)),
+])
+def test_element_helpers_refuse_types_they_do_not_decode(helper, arguments):
+    # pair_values once returned (0, 0) for any other type, float_key the value itself and
+    # magnitude_bits 0 for unsigned integers, so that kernels could compile branches their dtype never
+    # takes. The kernels are now made per element type and float-or-integer data (pair_sums,
+    # _max_run_for), and a misuse of these fails to compile instead of giving wrong values.
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    from numred import _kernels
+
+    fn = getattr(_kernels, helper)
+    call = njit(lambda *args: fn(*args))
+    with pytest.raises(TypingError):
+        call(*arguments)
+
+
 @needs_two_threads
 @pytest.mark.parametrize("case", NARROW_TILES)
 def test_narrow_tiles_are_read_as_runs_of_rows(case):

@@ -688,7 +688,7 @@ def test_float64_error_no_worse_than_numpy_pairwise(kind):
         assert err <= allowed, f"{opname} {kind}: error {float(err):.3g} > numpy's {float(err_numpy):.3g} + 2 ulp"
 
 
-# float64 sums and sums of squares along runs are nearly exact (_kernels._float64_run): the result is
+# float64 sums and sums of squares along runs are nearly exact (_kernels._float64_run_for): the result is
 # the float64 rounding of a sum within n * 2**-100 of the sum of the terms' magnitudes of the exact
 # one (a mean: that rounded sum divided by n and rounded again), where NumPy's pairwise sum and a
 # plain vectorised one err by up to about 2**-53 of it times a factor growing with n. Cancelling data

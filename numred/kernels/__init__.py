@@ -8,6 +8,9 @@ chosen per type). Families:
 - ``serial``: every reduction below the parallel threshold (``_plan.PARALLEL_MIN_ELEMENTS``), any
   geometry, in one call that also finishes and stores the results.
 
+``states`` holds the partial state of each accumulator and the one rule that combines two of them,
+used wherever partial results meet.
+
 The parallel layout families (rows, columns, tiles, narrow tiles, blocks, the general strided walker
 with chunks) are still the kernels of ``numred._kernels``.
 """

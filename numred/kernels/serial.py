@@ -31,6 +31,7 @@ from numba import njit
 
 from .. import _kernels as K
 from .._runtime import entry
+from .states import add_compensated, compensated_value
 
 SUM, SQUARES, EXP = K.SUM, K.SUM_SQUARES, K.SUM_EXP
 _U64 = np.uint64
@@ -84,7 +85,7 @@ def _exp_run(src, offset, n, step, top):
 # n * 2**-106 * sum |term| of the exact sum before its last rounding, where a plain sum errs by up to
 # n * 2**-53 * sum |term| (the contract asks for no worse than NumPy's pairwise sum). The lanes are
 # independent, so the loop vectorises without reassociation (strict arithmetic: TwoSum's error term
-# must not be simplified away). The parallel families split-sum instead (_kernels._float64_run),
+# must not be simplified away). The parallel families split-sum instead (_kernels._float64_run_for),
 # which is faster per element but compiles to five times the code.
 LANES = 8
 
@@ -135,7 +136,7 @@ def _add_squares_row(acc, src, offset, width):
 def _fold(acc, totals, comps, width):
     """Add the plain column sums acc[:width] into their compensated totals and clear them."""
     for w in range(width):
-        totals[w], comps[w] = K._neumaier(totals[w], comps[w], acc[w])
+        totals[w], comps[w] = add_compensated(totals[w], comps[w], acc[w])
         acc[w] = 0.0
 
 
@@ -187,14 +188,14 @@ def _float_sums_for(term, float64):
                     offset += origin
                     if float64:
                         high, low = _float64_lanes(src, offset, n, step, term, scale)
-                        total, comp = K._neumaier(total, comp, high)
+                        total, comp = add_compensated(total, comp, high)
                         comp += low
                     elif term == SUM:
-                        total, comp = K._neumaier(total, comp, _sum_run(src, offset, n, step, scale))
+                        total, comp = add_compensated(total, comp, _sum_run(src, offset, n, step, scale))
                     else:
-                        total, comp = K._neumaier(total, comp, _squares_run(src, offset, n, step))
+                        total, comp = add_compensated(total, comp, _squares_run(src, offset, n, step))
                     pos += n
-                value = K._compensated_result(total, comp) / divisor
+                value = compensated_value(total, comp) / divisor
                 K.store_rounded(result, k0, value)
                 finite = finite and math.isfinite(value)
             else:
@@ -216,7 +217,7 @@ def _float_sums_for(term, float64):
                 if float64:
                     _fold(acc, totals, comps, width)
                 for w in range(width):
-                    value = (K._compensated_result(totals[w], comps[w]) if float64 else acc[w]) / divisor
+                    value = (compensated_value(totals[w], comps[w]) if float64 else acc[w]) / divisor
                     K.store_rounded(result, k0 + w, value)
                     finite = finite and math.isfinite(value)
                     acc[w] = 0.0
@@ -298,7 +299,7 @@ def _float_log_sum_exp_for(float64):
             pos = 0
             while pos < nr:
                 offset, n = K._next_run(pos, nr, rshape, rstrides)
-                best, top_magnitude = K._max_run(keys, origin + offset, n, step, True, best, top_magnitude)
+                best, top_magnitude = K.max_key_run(keys, origin + offset, n, step, best, top_magnitude)
                 pos += n
             if top_magnitude > inf_bits:  # a NaN
                 K.store_rounded(result, k, math.nan)
@@ -315,10 +316,10 @@ def _float_log_sum_exp_for(float64):
                 offset += origin
                 block = K.BLOCK if float64 else n
                 for b in range(0, n, block):
-                    total, comp = K._neumaier(total, comp, _exp_run(src, offset + b * step, min(block, n - b), step,
+                    total, comp = add_compensated(total, comp, _exp_run(src, offset + b * step, min(block, n - b), step,
                                                                     top))
                 pos += n
-            K.store_rounded(result, k, top + math.log(K._compensated_result(total, comp)))
+            K.store_rounded(result, k, top + math.log(compensated_value(total, comp)))
 
     return serial_float_log_sum_exp
 
@@ -338,7 +339,7 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
         pos = 0
         while pos < nr:
             offset, n = K._next_run(pos, nr, rshape, rstrides)
-            best = K._max_run(src, origin + offset, n, step, False, best, best)[0]
+            best = K.max_value_run(src, origin + offset, n, step, best, best)[0]
             pos += n
         top = K.as_wide(best)
         total = 0.0
