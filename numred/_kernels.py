@@ -2388,6 +2388,28 @@ max_key_run = _max_run_for(True)
 max_value_run = _max_run_for(False)
 
 
+def _literal_flag(flag):
+    """The value of a bool argument typed as a literal (a constant at the call)."""
+    if not isinstance(flag, types.BooleanLiteral):
+        raise TypeError(f"float_bits must be a constant at the call, got {flag}")
+    return flag.literal_value
+
+
+# Kernels reach the max_run and max_columns of their kind of data through these overloads on a
+# literal float_bits, not as captured dispatchers: Numba keys a cached kernel by its closure's
+# pickled contents, and a dispatcher pickles differently in every process (a disk-cache miss each
+# time).
+def max_run(src, offset, n, step, float_bits, best, top_magnitude):
+    """_max_run_for(float_bits)'s max_run; ``float_bits`` a constant."""
+
+
+@overload(max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude):
+    specialised = _max_run_for(_literal_flag(float_bits))
+    return lambda src, offset, n, step, float_bits, best, top_magnitude: specialised(src, offset, n, step, best,
+                                                                                      top_magnitude)
+
+
 @functools.cache
 def _max_columns_for(float_bits):
     """max_columns(src, offset, step, nrows, width, best, top_magnitude): best[w] and top_magnitude[w]
@@ -2421,6 +2443,17 @@ def _max_columns_for(float_bits):
     return max_columns
 
 
+def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude):
+    """_max_columns_for(float_bits)'s max_columns; ``float_bits`` a constant."""
+
+
+@overload(max_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude):
+    specialised = _max_columns_for(_literal_flag(float_bits))
+    return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude: specialised(
+        src, offset, step, nrows, width, best, top_magnitude)
+
+
 def _max_keys_for(float_bits):
     """max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, out_max, out_nans): the max per
     (output, chunk), widened (as_wide), and whether it saw a NaN (out_nans 1, else 0). Integer data:
@@ -2429,8 +2462,6 @@ def _max_keys_for(float_bits):
     float_sums. Everything before the widening stays in src's own type (float_key): with the
     allocations gone from one-output tasks, the maxima of 1000x1000 took 0.13-0.50x the time
     (float16 axis 0 to int32 axis 1; 2 threads, in-process A/B) and log-sum-exp 0.66-0.90x."""
-    max_run = _max_run_for(float_bits)
-    max_columns = _max_columns_for(float_bits)
 
     def max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, out_max, out_nans):
         src = _borrowed(src)
@@ -2447,7 +2478,7 @@ def _max_keys_for(float_bits):
                 best, top_magnitude = lowest, zero
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
-                    best, top_magnitude = max_run(src, offset + origin, n, step, best, top_magnitude)
+                    best, top_magnitude = max_run(src, offset + origin, n, step, float_bits, best, top_magnitude)
                     pos += n
                 out_max[k0 * nchunks + c] = as_wide(best)
                 out_nans[k0 * nchunks + c] = float_bits and top_magnitude > inf_bits
@@ -2462,13 +2493,13 @@ def _max_keys_for(float_bits):
                     j = 0
                     while j < n:
                         if n - j >= 4 * m:
-                            max_columns(src, offset + j * step, m * step, 4, wide, best_of, top_magnitude_of)
+                            max_columns(src, offset + j * step, m * step, 4, wide, float_bits, best_of, top_magnitude_of)
                             j += 4 * m
                         elif n - j >= m:
-                            max_columns(src, offset + j * step, m * step, 1, wide, best_of, top_magnitude_of)
+                            max_columns(src, offset + j * step, m * step, 1, wide, float_bits, best_of, top_magnitude_of)
                             j += m
                         else:
-                            max_columns(src, offset + j * step, step, 1, width, best_of, top_magnitude_of)
+                            max_columns(src, offset + j * step, step, 1, width, float_bits, best_of, top_magnitude_of)
                             j += 1
                     pos += n
                 for j0 in range(width, wide, width):  # the m slots of each column
@@ -2486,7 +2517,6 @@ def _max_blocks_for(float_bits):
     """max_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, inf_bits,
     out_max, out_nans): max_keys for single-block plans, a group of neighbouring outputs per task,
     their runs read block by block (as in _float_blocks_for), one max and NaN flag per output."""
-    max_run = _max_run_for(float_bits)
 
     def max_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, inf_bits,
                    out_max, out_nans):
@@ -2499,7 +2529,7 @@ def _max_blocks_for(float_bits):
             for i in range(n_outer):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
-                    best_of[w], top_magnitude_of[w] = max_run(src, origin + w * kept_stride, n_inner, 1,
+                    best_of[w], top_magnitude_of[w] = max_run(src, origin + w * kept_stride, n_inner, 1, float_bits,
                                                               best_of[w], top_magnitude_of[w])
             for w in range(width):
                 out_max[k0 + w] = as_wide(best_of[w])

@@ -202,6 +202,18 @@ def test_warm_start_loads_kernels_from_the_disk_cache(concurrently_filled_cache)
     assert best < 8.0
 
 
+def test_cached_kernels_close_over_constants_only():
+    # Numba keys a cached kernel by the pickled contents of its closure. A factory-made kernel that
+    # captured a dispatcher (max_keys once captured its run function) pickled differently in every
+    # process: a disk-cache miss each time, and precompile was no use for it.
+    from numred.kernels import catalogue
+
+    for name, kernel in catalogue().items():
+        cells = kernel.py_func.__closure__ or ()
+        values = [cell.cell_contents for cell in cells]
+        assert all(isinstance(v, (bool, int, float, str)) for v in values), (name, values)
+
+
 def test_precompile_fills_the_cache_for_every_layout(tmp_path):
     # `python -m numred precompile` compiles every kernel family the plan layer picks: afterwards a
     # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing.
