@@ -6,11 +6,11 @@ array of ``plan.n_kept`` results in that dtype. The accumulator policy lives her
 | input                          | accumulator                                       | final step            |
 |--------------------------------|---------------------------------------------------|-----------------------|
 | float16, bfloat16, float32     | float64; runs and chunks combined compensated     | one rounding          |
-| float64                        | runs: split sums, nearly exact (K._float64_run_for;   | none                  |
+| float64                        | runs: nearly exact split sums (kernels.split_sums;| none                  |
 |                                | small inputs: twice the precision, kernels.serial)|                       |
 |                                | tiles: compensated across 256-row pieces          |                       |
 | int32/int64/uint32/uint64 mean | exact 128-bit sum (32-bit tiles: float64, exact   | truncate toward zero  |
-|                                | for up to 2**20 values, K.EXACT_FLOAT_INT_COUNT)  |                       |
+|                                | for up to 2**20 values, EXACT_FLOAT_INT_COUNT)    |                       |
 | integer sum of squares         | uint64, wrapping (uint32 in 32-bit tiles)         | keep the low bits     |
 | integer log-sum-exp            | exact max, float64 sum of exp(x - max)            | truncate toward zero; |
 |                                |                                                   | next to an integer,   |
@@ -25,8 +25,7 @@ import math
 import numba
 import numpy as np
 
-from . import _kernels as K
-from .kernels import serial
+from .kernels import base, finish, integers, rows, serial, table, tiles
 from ._plan import Plan
 from ._runtime import run
 
@@ -36,7 +35,7 @@ _MEAN_RESCALE = 2.0**-64
 
 
 def _launch(name, plan, *args):
-    return run(K.KERNELS[name], plan.parallel, *args)
+    return run(table.KERNELS[name], plan.parallel, *args)
 
 
 def _geometry(plan, src):
@@ -52,13 +51,13 @@ def _tasks(plan):
 
 
 def _narrow_tile(plan, itemsize):
-    """Whether the plan is a single narrow tile (K.narrow_tile) for the lean kernels; data of
-    ``itemsize`` 8 only in blocks of at most K.NARROW_64BIT_MAX_BLOCK elements."""
+    """Whether the plan is a single narrow tile (tiles.narrow_tile) for the lean kernels; data of
+    ``itemsize`` 8 only in blocks of at most tiles.NARROW_64BIT_MAX_BLOCK elements."""
     if not plan.single_tile:
         return False
     _, _, n_inner, n_reduced, step = plan.single_tile
-    return (K.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step)
-            and (itemsize < 8 or n_inner * n_reduced <= K.NARROW_64BIT_MAX_BLOCK))
+    return (tiles.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step)
+            and (itemsize < 8 or n_inner * n_reduced <= tiles.NARROW_64BIT_MAX_BLOCK))
 
 
 def _finishing_float_kernel(plan, mode, scale, maxima, divisor, carrier):
@@ -68,14 +67,14 @@ def _finishing_float_kernel(plan, mode, scale, maxima, divisor, carrier):
     tiles' are, _narrow_tile)."""
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        variant = K.float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scale)
-        return K.float_rows(mode, variant), (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
-    if plan.single_tile and mode in K.FLOAT_TILES and (carrier != np.float64 or _narrow_tile(plan, 8)):
-        return K.KERNELS[K.FLOAT_TILES[mode]], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
+        variant = rows.float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scale)
+        return rows.float_rows(mode, variant), (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
+    if plan.single_tile and mode in table.FLOAT_TILES and (carrier != np.float64 or _narrow_tile(plan, 8)):
+        return table.KERNELS[table.FLOAT_TILES[mode]], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
     if plan.single_block:
-        return K.KERNELS[K.FLOAT_BLOCKS[mode]], (plan.base, *plan.single_block, scale, maxima, divisor)
+        return table.KERNELS[table.FLOAT_BLOCKS[mode]], (plan.base, *plan.single_block, scale, maxima, divisor)
     if plan.nchunks == 1:
-        return K.KERNELS[K.FLOAT_SUMS[mode]], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale,
+        return table.KERNELS[table.FLOAT_SUMS[mode]], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale,
                                                maxima, _NO_PARTIALS, _NO_PARTIALS, divisor)
     return None
 
@@ -92,11 +91,11 @@ def _run_float_sums(plan, src, mode, result, scale=1.0, maxima=_NO_MAXIMA, divis
         return
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch(K.FLOAT_SUMS[mode], plan, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor, result)
-    if mode == K.SUM_EXP:
-        K.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
+    _launch(table.FLOAT_SUMS[mode], plan, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor, result)
+    if mode == base.SUM_EXP:
+        finish.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
     else:
-        K.finish_float_sums(total, comp, plan.nchunks, divisor, result)
+        finish.finish_float_sums(total, comp, plan.nchunks, divisor, result)
 
 
 def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64, check_finite=False):
@@ -108,7 +107,7 @@ def _float_sums(plan, src, mode, scale=1.0, divisor=1.0, result_dtype=np.float64
         finite = kernel(src, plan.base, plan.dims, plan.kept_ndim, plan.tile, float(scale), float(divisor), result)
         return result, finite
     _run_float_sums(plan, src, mode, result, scale=scale, divisor=divisor)
-    return result, not check_finite or K.all_finite(result)
+    return result, not check_finite or finish.all_finite(result)
 
 
 # float dtype -> (signed integer dtype viewing its bits, the bits of +inf)
@@ -153,15 +152,15 @@ def _maxima(plan, src, dtype):
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
     if plan.single_block:
-        _launch(K.MAX_BLOCKS[is_float], plan, keys, plan.base, *plan.single_block, inf_bits, partial, nans)
+        _launch(table.MAX_BLOCKS[is_float], plan, keys, plan.base, *plan.single_block, inf_bits, partial, nans)
     else:
-        _launch(K.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, partial, nans)
+        _launch(table.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
-        K.finish_max(partial, plan.nchunks, keys)
+        finish.finish_max(partial, plan.nchunks, keys)
         return keys
     values = np.empty(plan.n_kept)
-    K.finish_float_max(partial, nans, plan.nchunks, src[:0], values)
+    finish.finish_float_max(partial, nans, plan.nchunks, src[:0], values)
     return values
 
 
@@ -175,18 +174,18 @@ def _int_launch(plan, squares, carrier):
     itemsize = carrier.itemsize
     if plan.single_run:  # serial ones too: the row kernels' serial variants
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        four = K.int_rows_four(squares, carrier, n_kept, n_reduced, step)
-        return K.int_rows(squares, four), plan.parallel, (plan.base, kept_stride, n_kept, n_reduced, step)
+        four = rows.int_rows_four(squares, carrier, n_kept, n_reduced, step)
+        return rows.int_rows(squares, four), plan.parallel, (plan.base, kept_stride, n_kept, n_reduced, step)
     if not plan.parallel:
         return ((serial.int_sums(squares), None), False,
                 (plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced))
     if plan.single_block:
-        return K.KERNELS[K.INT_BLOCKS[squares]], True, (plan.base, *plan.single_block)
-    if _narrow_tile(plan, itemsize) and (squares or itemsize == 8):  # (_kernels._int_tiles_for)
+        return table.KERNELS[table.INT_BLOCKS[squares]], True, (plan.base, *plan.single_block)
+    if _narrow_tile(plan, itemsize) and (squares or itemsize == 8):  # (kernels.tiles._int_tiles_for)
         n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
-        return K.KERNELS[K.INT_TILES[squares]], True, (plan.base, n_outer, outer_stride, n_inner, n_reduced)
+        return table.KERNELS[table.INT_TILES[squares]], True, (plan.base, n_outer, outer_stride, n_inner, n_reduced)
     if plan.nchunks == 1:
-        return K.KERNELS["int_sums"], True, (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, squares,
+        return table.KERNELS["int_sums"], True, (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, squares,
                                              plan.n_reduced, _NO_WORDS, _NO_WORDS)
     return None
 
@@ -203,15 +202,15 @@ def _int_sums(plan, src, squares, result):
     high = np.empty(_tasks(plan), dtype=np.uint64)
     _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, low, high, result)
     if squares:
-        K.finish_int_squares(low, plan.nchunks, result)
+        finish.finish_int_squares(low, plan.nchunks, result)
     else:
-        K.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
+        finish.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
 
 
 def _int_mean_by_float_tiles(plan: Plan, dtype: np.dtype) -> bool:
-    # 32-bit tiles through the float kernel, exact here (K.EXACT_FLOAT_INT_COUNT): it reads tiles at
+    # 32-bit tiles through the float kernel, exact here (integers.EXACT_FLOAT_INT_COUNT): it reads tiles at
     # float32's rate, where int_sums ran at 0.6-0.75x of it (32x64x56x56 axis 1: 1.9 against 1.2 ms)
-    return plan.tile > 1 and plan.parallel and dtype.itemsize == 4 and plan.n_reduced <= K.EXACT_FLOAT_INT_COUNT
+    return plan.tile > 1 and plan.parallel and dtype.itemsize == 4 and plan.n_reduced <= integers.EXACT_FLOAT_INT_COUNT
 
 
 class OneLaunch:
@@ -279,7 +278,7 @@ class OneLaunch:
             raise self.undecided
         if self.finite:  # the serial kernel of _float_sums returns whether they are; others return None
             if returned is None:
-                returned = math.isfinite(result[0]) if n_kept == 1 else K.all_finite(result)
+                returned = math.isfinite(result[0]) if n_kept == 1 else finish.all_finite(result)
             if not returned:
                 return None
         return result
@@ -287,9 +286,9 @@ class OneLaunch:
 
 def _one_launch(plan: Plan, dtype: np.dtype, mode: int, divisor: float, finite: bool = False) -> OneLaunch | None:
     if dtype not in FLOAT_BITS:  # integers are their own carriers
-        if mode == K.SUM and _int_mean_by_float_tiles(plan, dtype):
+        if mode == base.SUM and _int_mean_by_float_tiles(plan, dtype):
             return None
-        one_launch = _int_launch(plan, mode == K.SUM_SQUARES, dtype)
+        one_launch = _int_launch(plan, mode == base.SUM_SQUARES, dtype)
         return None if one_launch is None else OneLaunch(*one_launch, dtype, dtype)
     carrier = RESULT_DTYPE[dtype]  # for float dtypes also the carrier of the input (_frontend.CARRIERS)
     if not plan.parallel and not plan.single_run:  # the serial kernel _float_sums takes for these
@@ -307,12 +306,12 @@ def mean_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     """The OneLaunch of a mean on ``plan``, or None. A float64 mean's results must be finite: an
     overflowing sum of finite values is retried rescaled (mean). Repeated float64 3x2x2 and 64x64
     means took 0.83 and 0.52x the time as one launch."""
-    return _one_launch(plan, dtype, K.SUM, float(plan.n_reduced), finite=dtype.char == "d")
+    return _one_launch(plan, dtype, base.SUM, float(plan.n_reduced), finite=dtype.char == "d")
 
 
 def sum_square_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     """The OneLaunch of a sum of squares on ``plan``, or None."""
-    return _one_launch(plan, dtype, K.SUM_SQUARES, 1.0)
+    return _one_launch(plan, dtype, base.SUM_SQUARES, 1.0)
 
 
 def _rows_log_sum_exp(plan: Plan, dtype: np.dtype):
@@ -331,9 +330,9 @@ def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     if plan.parallel and plan.single_run:
         name, args = _rows_log_sum_exp(plan, dtype)
         if dtype not in FLOAT_BITS:
-            return OneLaunch(K.KERNELS[name], True, args, dtype, dtype,
+            return OneLaunch(table.KERNELS[name], True, args, dtype, dtype,
                              undecided=Undecided)
-        return OneLaunch(K.KERNELS[name], True, args, RESULT_DTYPE[dtype], dtype, keys=FLOAT_BITS[dtype][0])
+        return OneLaunch(table.KERNELS[name], True, args, RESULT_DTYPE[dtype], dtype, keys=FLOAT_BITS[dtype][0])
     if plan.parallel:
         return None
     if dtype not in FLOAT_BITS:
@@ -348,18 +347,18 @@ def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
 def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
         float64 = dtype.char == "d"
-        means, finite = _float_sums(plan, src, K.SUM, divisor=plan.n_reduced, result_dtype=RESULT_DTYPE[dtype],
+        means, finite = _float_sums(plan, src, base.SUM, divisor=plan.n_reduced, result_dtype=RESULT_DTYPE[dtype],
                                     check_finite=float64)
         if float64 and not finite:  # inf/NaN inputs or an overflowing sum of finite values
             # The rescaled sums cannot overflow, so where a result is not finite theirs is the right
             # one: finite for finite values, and for an infinity among values whose sum overflowed
             # the other way, that infinity ([-1.7e308, -1.7e308, inf] had come out NaN: -inf + inf).
-            rescaled = _float_sums(plan, src, K.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
+            rescaled = _float_sums(plan, src, base.SUM, _MEAN_RESCALE, divisor=plan.n_reduced)[0] / _MEAN_RESCALE
             means = np.where(np.isfinite(means), means, rescaled)
         return _as_dtype(means, dtype)
     result = np.empty(plan.n_kept, dtype=dtype)
     if _int_mean_by_float_tiles(plan, dtype):
-        _run_float_sums(plan, src, K.SUM, result, divisor=plan.n_reduced)
+        _run_float_sums(plan, src, base.SUM, result, divisor=plan.n_reduced)
     else:
         _int_sums(plan, src, False, result)
     return result
@@ -367,7 +366,7 @@ def mean(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype in FLOAT_BITS:
-        sums = _float_sums(plan, src, K.SUM_SQUARES, result_dtype=RESULT_DTYPE[dtype])[0]
+        sums = _float_sums(plan, src, base.SUM_SQUARES, result_dtype=RESULT_DTYPE[dtype])[0]
         return _as_dtype(sums, dtype)
     result = np.empty(plan.n_kept, dtype=dtype)
     _int_sums(plan, src, True, result)
@@ -392,7 +391,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
             serial.float_log_sum_exp(dtype.char == "d")(src, src.view(key_dtype), inf_bits, plan.base, plan.dims,
                                                         plan.kept_ndim, result)
         else:
-            _run_float_sums(plan, src, K.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
+            _run_float_sums(plan, src, base.SUM_EXP, result, maxima=_maxima(plan, src, dtype))
         return _as_dtype(result, dtype)
     wide, type_max = INT_WIDENING[dtype]
     if not plan.parallel:  # the kernel stores results that fit into the input dtype itself
@@ -412,7 +411,7 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
         _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
                 result, fits_each)
     if plan.nchunks > 1:
-        K.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
+        finish.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
     if not fits_each.all():
         raise Undecided
     return result.astype(dtype)

@@ -15,7 +15,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._kernels import narrow_tile, reads_wide_rows
+from .kernels.general import reads_wide_rows
+from .kernels.tiles import narrow_tile
 from ._runtime import get_num_threads
 
 # Below this many elements a parallel launch costs more than it saves (DESIGN.md: about 2 us).
@@ -61,8 +62,8 @@ class Plan:
     # stride) as Python ints (NumPy scalars cost Numba's dispatcher more), else None.
     single_run: tuple[int, int, int, int] | None
     # one reduced axis under one or two kept axes, the inner one cut into tiles (tile > 1), one
-    # chunk, rows not read as wide rows (_kernels.reads_wide_rows) or narrow rows back to back
-    # (_kernels.narrow_tile): the kernels have a lean variant for these too. Then (n_outer, outer
+    # chunk, rows not read as wide rows (kernels.general.reads_wide_rows) or narrow rows back to back
+    # (kernels.tiles.narrow_tile): the kernels have a lean variant for these too. Then (n_outer, outer
     # stride, n_inner, n_reduced, reduced stride), else None.
     single_tile: tuple[int, int, int, int, int] | None
     # one kept axis between two reduced ones, the inner one contiguous, no tile, one chunk (RKR): each
@@ -133,7 +134,7 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
         enough_tasks = threads
     if unchunked_tiles and tile >= 2 * MIN_SPLIT_TILE:
         # at least two tiles per row with one thread too, which are then never chunked (below); a tile
-        # that is a whole row may be read as wide rows (_kernels.WIDE_ROW), with several accumulators
+        # that is a whole row may be read as wide rows (kernels.general.WIDE_ROW), with several accumulators
         # per column, which round differently
         per_row = max(per_row, 2)
         enough_tasks = 0

@@ -91,7 +91,7 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
     log-sum-exp's -inf, with a cache filled by several test processes."""
     if fn is None:
         return lambda f: entry(f, parallel=parallel, name=name, **options)
-    options.setdefault("fastmath", False)  # stated, as for every function in _kernels
+    options.setdefault("fastmath", False)  # stated, as for every function in numred.kernels
     if name is not None:
         fn.__qualname__ = name
     if parallel:  # a renamed copy: its own cache files, next to the serial variant's

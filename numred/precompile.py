@@ -28,7 +28,7 @@ in a few seconds."""
 
 _EVERY_OTHER = (slice(None), slice(None, None, 2))
 # (shape, axes[, view]): one call per kernel family of numred._plan and per variant of the row kernels
-# (_kernels.float_rows_variant, int_rows_four); sizes just above or below their thresholds
+# (kernels.rows.float_rows_variant, int_rows_four); sizes just above or below their thresholds
 LAYOUTS = (
     ((3, 2, 2), [1]),  # serial, general geometry
     ((9, 10), [1]),  # serial, one run per output

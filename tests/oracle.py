@@ -108,7 +108,7 @@ def ulp(a: Fraction, dtype) -> Fraction:
 
 
 def nearly_exact_float64_interval(row, opname: str) -> tuple[float, float]:
-    """The float64 results a nearly exact float64 sum along a run may give (_kernels._float64_run_for):
+    """The float64 results a nearly exact float64 sum along a run may give (kernels.split_sums._float64_run_for):
     the roundings of the exact sum of the terms minus and plus len(row) * 2**-100 * sum |term|
     (rounding is monotonic, so every value between them); a mean is that sum divided by n and
     rounded again. Terms are the float64 values of ``row``, for sums of squares their squares

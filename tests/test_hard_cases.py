@@ -72,7 +72,7 @@ def test_tall_leading_axis_with_special_values(dtype):
 @pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 1])  # the float64 path's limit, and past it
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32])
 def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):
-    # Means of 32-bit tiles are float64 sums divided in float64 (numred._kernels.EXACT_FLOAT_INT_COUNT).
+    # Means of 32-bit tiles are float64 sums divided in float64 (numred.kernels.integers.EXACT_FLOAT_INT_COUNT).
     # Extreme values one unit off an integer mean: the quotient lies 1/n from the integer, the
     # nearest a mean that is not an integer can be, and must still truncate to the right side.
     info = np.iinfo(dtype)
@@ -92,7 +92,7 @@ def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32])
 def test_32bit_tile_means_past_the_float64_limit_on_random_data(dtype):
-    # Past numred._kernels.EXACT_FLOAT_INT_COUNT rows, 32-bit tile means are exact integer sums that
+    # Past numred.kernels.integers.EXACT_FLOAT_INT_COUNT rows, 32-bit tile means are exact integer sums that
     # read eight wide rows per pass (the rows after the last eight in smaller passes); every row must
     # count once.
     n = (1 << 20) + 1001
@@ -127,10 +127,10 @@ def test_log_sum_exp_finds_a_nan_of_either_sign_in_any_row(dtype, shape, axis):
 
 
 def test_vectorised_exp_is_within_two_and_a_half_ulp():
-    # numred._kernels.exp_nonpositive (the exp of every float log-sum-exp term) against 40-digit
+    # numred.kernels.exp.exp_nonpositive (the exp of every float log-sum-exp term) against 40-digit
     # mpmath: points across [-708, 0], near 0, and on both sides of the ln(2)/2 range-reduction
     # boundaries; below -708 (and -inf) it gives 0, which cannot move a sum holding exp(0) = 1.
-    from numred._kernels import exp_nonpositive
+    from numred.kernels.exp import exp_nonpositive
 
     mpmath.mp.dps = 40
     rng = np.random.default_rng(11)
@@ -151,7 +151,7 @@ def test_vectorised_exp_is_within_two_and_a_half_ulp():
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 1001, 30001])
 @pytest.mark.parametrize("start", [0, 1])
 def test_bfloat16_runs_read_in_pairs_count_every_element_once(n_rows, n, start):
-    # bfloat16 runs are read two elements per 32-bit load (numred._kernels._pair_terms): runs of odd
+    # bfloat16 runs are read two elements per 32-bit load (numred.kernels.decode.pair_sums): runs of odd
     # and even length, starting on odd and even elements, in four-row groups and the rows after
     # them, serial (small) and parallel. The last element of each row is large, so a run that drops
     # its odd tail, or reads one element past it, is off by far more than rounding.
@@ -165,7 +165,7 @@ def test_bfloat16_runs_read_in_pairs_count_every_element_once(n_rows, n, start):
 
 def test_bfloat16_long_run_quarters_read_in_pairs():
     # A long contiguous run is summed as four quarters read together, then the 0-3 elements left
-    # (except on AMD Zen, which reads it whole: _kernels.QUARTER_LONG_RUNS); with an odd quarter each
+    # (except on AMD Zen, which reads it whole: kernels.reading.QUARTER_LONG_RUNS); with an odd quarter each
     # quarter has an odd tail read alone. Powers of two at every quarter's end and at the end make
     # any element dropped or read twice visible beyond rounding.
     quarter = (1 << 16) + 1
@@ -184,10 +184,10 @@ def test_bfloat16_long_run_quarters_read_in_pairs():
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
 def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opname, dtype, shape):
     # Contiguous rows of a parallel-sized input (above 2**15 elements) are summed four rows per pass
-    # or one row after another, by dtype and row length (_kernels._rows_together: 32-bit integer rows
+    # or one row after another, by dtype and row length (kernels.reading._rows_together: 32-bit integer rows
     # switch at 512 elements on AMD Zen 5), with 1-3 rows left after the last four-row pass (row counts
     # 4k + 3); float64 rows take two passes below 48 elements and one from the row before's sigma
-    # from 48 on (_kernels.ONE_PASS_MIN_ROW). Each row gets its own magnitude, so a row summed
+    # from 48 on (kernels.split_sums.ONE_PASS_MIN_ROW). Each row gets its own magnitude, so a row summed
     # twice, skipped, or stored in its neighbour's place shows; float rows end in NaN, inf or -inf
     # in the last rows. (Float magnitudes stay in [1, 2): float16 sums of squares of 1000 such
     # values are finite.)
@@ -210,19 +210,19 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
 def test_short_rows_of_inputs_beyond_the_cache_count_every_row(opname, dtype):
     # Inputs of ONE_STREAM_MIN_BYTES or more read their rows one after another on AMD Zen from a
-    # shorter row length than others (_kernels._rows_together's min_large_row: 16 elements for
+    # shorter row length than others (kernels.reading._rows_together's min_large_row: 16 elements for
     # float32, 64 for 64-bit integers, 256 for the rest) and four rows together elsewhere, with
     # 4k + 3 rows here for the rows left after the last four. The rows are that long. Row k holds
     # v_k + d, with d repeating 1, -1, 2, -2 (summing to 0) and v_k cycling through 13 values, so
     # the exact mean is v_k and the exact sum of squares an integer (both exact in every dtype
     # here, or rounded once by the oracle): a row summed twice, skipped or stored in its
     # neighbour's place shows.
-    from numred import _kernels
+    from numred import kernels
 
     itemsize = np.dtype(dtype).itemsize
-    n = {np.float32: _kernels.ONE_STREAM_MIN_LARGE_FLOAT32_ROW, np.int64: _kernels.ONE_STREAM_MIN_LARGE_INT64_ROW,
-         np.uint64: _kernels.ONE_STREAM_MIN_LARGE_INT64_ROW}.get(dtype, _kernels.ONE_STREAM_MIN_LARGE_ROW)
-    n_rows = -(-_kernels.ONE_STREAM_MIN_BYTES // (n * itemsize)) // 4 * 4 + 3
+    n = {np.float32: kernels.reading.ONE_STREAM_MIN_LARGE_FLOAT32_ROW, np.int64: kernels.reading.ONE_STREAM_MIN_LARGE_INT64_ROW,
+         np.uint64: kernels.reading.ONE_STREAM_MIN_LARGE_INT64_ROW}.get(dtype, kernels.reading.ONE_STREAM_MIN_LARGE_ROW)
+    n_rows = -(-kernels.reading.ONE_STREAM_MIN_BYTES // (n * itemsize)) // 4 * 4 + 3
     lowest = 2 if np.dtype(dtype).kind == "u" else -6
     v = np.arange(n_rows) % 13 + lowest
     x64 = v[:, None] + np.resize([1, -1, 2, -2], n)[None, :]
@@ -242,7 +242,7 @@ def test_short_rows_of_inputs_beyond_the_cache_count_every_row(opname, dtype):
 
 @pytest.mark.parametrize("layout", ["rows", "columns", "strided rows"])
 def test_float64_means_of_parallel_inputs_retry_only_overflowing_sums(layout):
-    # The results of a parallel float64 mean are checked for inf and NaN (_kernels.all_finite, a
+    # The results of a parallel float64 mean are checked for inf and NaN (kernels.finish.all_finite, a
     # sum of value * 0.0); when one is found, the mean is computed again on the data scaled by
     # 2**-64, and every result that was not finite is replaced by the rescaled one. Here one
     # output among 400 overflows in its sum though its mean is finite, and others are inf, -inf or
@@ -290,7 +290,7 @@ def test_float64_mean_of_an_infinity_and_values_whose_sum_overflows_the_other_wa
     ((120, 76, 4), 1), ((600, 45, 2), 1),  # narrow tiles: four rows of 64 at a time, then single rows
 ])
 def test_float64_means_of_tiles_whose_sums_overflow_are_finite(shape, axis):
-    # Tiles add their rows in groups (eight, four, one: _kernels._float_columns; narrow tiles four
+    # Tiles add their rows in groups (eight, four, one: kernels.columns._float_columns; narrow tiles four
     # rows of 64: _narrow_block_sums). When a float64 sum overflows, the mean is summed again with
     # every term scaled by 2**-64: a group added before scaling overflowed again, and the mean of
     # these finite values came out inf (before this test, for tiles with 4-7 rows past the last
@@ -308,7 +308,7 @@ def test_float64_means_of_tiles_whose_sums_overflow_are_finite(shape, axis):
                                    np.int32, np.uint32, np.int64, np.uint64])
 def test_row_log_sum_exp_finds_each_rows_max_and_sum_in_one_task(dtype, layout):
     # Parallel single-run log-sum-exps find each row's max and its sum of exp(x - max) in one task
-    # (_kernels.float_rows_log_sum_exp, int_rows_log_sum_exp). Every row gets its own offset, so a
+    # (kernels.rows.float_rows_log_sum_exp, int_rows_log_sum_exp). Every row gets its own offset, so a
     # row that took its neighbour's max is off by far more than rounding; float rows carry the special
     # values the max decides: NaN anywhere (also beside +inf), +inf, all -inf, -inf beside finite values.
     rng = np.random.default_rng(11)
@@ -377,7 +377,7 @@ def test_few_tiles_are_cut_to_share_evenly_among_threads(dtype, shape, axis):
 def test_narrow_tiles_read_as_wide_rows_count_every_row_once(dtype, shape):
     # A short kept axis under a reduced one, rows back to back (KRK with a narrow inner axis): each
     # task reads several rows at once as one "wide row", as many as leave it at least
-    # _kernels.MIN_WIDE_ROWS of them (here 5, 15 and 109 rows per wide row), then the rows left
+    # kernels.general.MIN_WIDE_ROWS of them (here 5, 15 and 109 rows per wide row), then the rows left
     # over one by one. Rows get distinct magnitudes and floats a NaN, an inf and a -inf in the
     # last rows, so a row read twice, skipped, or added to the wrong column shows.
     rng = np.random.default_rng(shape[1])
@@ -399,7 +399,7 @@ def test_narrow_tiles_read_as_wide_rows_count_every_row_once(dtype, shape):
                                    np.int32, np.int64, np.uint32, np.uint64])
 def test_strided_rows_count_every_element_once(dtype, step, n):
     # Rows whose elements are a step apart (x[:, ::2]) are summed one row per task: float32 and
-    # integer runs of 64 or more in _kernels.STRIDED_LANES interleaved sums with the 0-7 elements
+    # integer runs of 64 or more in kernels.reading.STRIDED_LANES interleaved sums with the 0-7 elements
     # left added alone, float64 ones of 32 or more (STRIDED_SPLIT_MIN_RUN) split in four
     # interleaved sums with the 0-3 left added alone; every other element of 16 or more (float64:
     # 32) over the whole span with the terms of the elements in between zeroed. The
@@ -433,7 +433,7 @@ def test_strided_rows_count_every_element_once(dtype, step, n):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n_rows):
     # Columns of a strided view (x[:, ::step] over axis 0) of 128 rows or more are read whole row
-    # by whole row (_kernels.COLUMN_MIN_ROWS), in up to 16 chunks of the rows whose partial sums
+    # by whole row (kernels.rows.COLUMN_MIN_ROWS), in up to 16 chunks of the rows whose partial sums
     # are added after, float64 folded compensated every 256 rows within a chunk; 100 rows keep one
     # output at a time, and so do reversed views. Each column has its own magnitude and every unused
     # element is far larger, so a column summed in its neighbour's place, an element read twice or
@@ -465,7 +465,7 @@ def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n
 def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype, shape, view):
     # A kept axis between two reduced ones, the inner one contiguous (RKR, axes [0, 2]), is read block
     # by block of the outer reduced axis, each task adding the runs of a group of neighbouring outputs,
-    # a group per thread (_kernels._float_blocks_for, _int_blocks_for; log-sum-exps' maxima and
+    # a group per thread (kernels.blocks._float_blocks_for, _int_blocks_for; log-sum-exps' maxima and
     # integer exp sums too, max_blocks, int_exp_blocks). Each output has its own
     # magnitude; float outputs carry NaN, inf or (float64) a sum that cancels, integer ones the
     # extremes of their dtype (128-bit sums, wrapping squares). A run added to its neighbour's output,
@@ -504,15 +504,15 @@ def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype,
 
 def test_every_kernel_function_states_its_fastmath_flags():
     # Numba compiles a function whose fastmath flags are unset with the flags of the caller that
-    # first compiles it: _split and _neumaier, error-free transformations, had come out with
+    # first compiles it: _split and Neumaier's addition, error-free transformations, had come out with
     # reassoc and contract when a FASTMATH loop compiled them first, and strict otherwise.
     import inspect
     from numba.core.registry import CPUDispatcher
-    from numred import _kernels
+    from numred import kernels
     from numred.kernels import serial
-    dispatchers = {name: obj for module in (_kernels, serial)
+    dispatchers = {f"{module.__name__}.{name}": obj for module in kernels.modules()
                    for name, obj in vars(module).items() if isinstance(obj, CPUDispatcher)}
-    for name, variants in _kernels.KERNELS.items():
+    for name, variants in kernels.table.KERNELS.items():
         for variant in variants:
             dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
     # the serial family's kernels, made by factories on first use
@@ -522,7 +522,7 @@ def test_every_kernel_function_states_its_fastmath_flags():
         dispatchers[kernel.py_func.__qualname__] = kernel
     assert len(dispatchers) > 50
     assert [name for name, d in dispatchers.items() if "fastmath" not in d.targetoptions] == []
-    source = inspect.getsource(_kernels)
+    source = "".join(inspect.getsource(module) for module in kernels.modules())
     overloads = [line for line in source.splitlines() if line.startswith("@overload(")]
     assert len(overloads) > 10
     assert [line for line in overloads if "jit_options" not in line] == []
@@ -532,18 +532,18 @@ def test_split_and_neumaier_stay_exact_when_a_fastmath_loop_compiles_them():
     # The IR of each, compiled (or reused) for a FASTMATH caller, has no reassociating arithmetic,
     # and _split's parts are exact: high a multiple of ulp(sigma) / 2, high + low the term itself.
     from numba import njit
-    from numred import _kernels
-    @njit(fastmath=_kernels.FASTMATH)
+    from numred import kernels
+    @njit(fastmath=kernels.base.FASTMATH)
     def caller(term, sigma):
-        high, low = _kernels._split(term, sigma, _kernels._opaque_one())  # as the split passes call it
-        total, comp = _kernels._neumaier(1.0, 0.0, sigma * 2.0**-70)
+        high, low = kernels.split_sums._split(term, sigma, kernels.split_sums._opaque_one())  # as the split passes do
+        total, comp = kernels.states.add_compensated(1.0, 0.0, sigma * 2.0**-70)
         return high, low, total, comp
     term, sigma = 1.0 + 2.0**-50, 2.0**10
     high, low, total, comp = caller(term, sigma)
     half_ulp = math.ulp(sigma) / 2
     assert high % half_ulp == 0 and high + low == term and low != 0.0
     assert total == 1.0 and comp == 2.0**-60
-    for function in (_kernels._split, _kernels._neumaier):
+    for function in (kernels.split_sums._split, kernels.states.add_compensated):
         for signature, ir in function.inspect_llvm().items():
             arithmetic = [line for line in ir.splitlines()
                           if any(op in line for op in (" fadd ", " fsub ", " fmul ", "@llvm.fma"))]

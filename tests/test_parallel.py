@@ -312,7 +312,7 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
 
 
 # One reduced axis under one or two kept axes read as tiles of rows (_plan.Plan.single_tile, the
-# _kernels.float_tiles kernels): eight-row groups followed by a four-row group and single rows,
+# kernels.tiles float_tiles kernels): eight-row groups followed by a four-row group and single rows,
 # tiles of unequal width cut per thread, an outer kept axis, fewer than eight rows, rows a stride
 # apart and rows walked backwards.
 SINGLE_TILES = {
@@ -324,7 +324,7 @@ SINGLE_TILES = {
     "rows reversed": (lambda x: x[::-1], (1011, 1000), [0]),
 }
 # Narrow tiles whose rows lie back to back, read as one run per outer output block
-# (_kernels.narrow_tile): groups of four NARROW_ROW-element rows, single rows and a last part of
+# (kernels.tiles.narrow_tile): groups of four NARROW_ROW-element rows, single rows and a last part of
 # whole rows of the tile, widths 2 to NARROW_ROW, outer blocks a stride apart.
 NARROW_TILES = {
     "300x37x4 axis 1": (lambda x: x, (300, 37, 4), [1]),  # blocks of 148: two rows of 64, 20 more
@@ -337,12 +337,12 @@ NARROW_TILES = {
 SINGLE_TILES |= NARROW_TILES
 
 
-@pytest.mark.parametrize("helper, arguments", [
-    ("pair_values", (np.zeros(4, np.float32), 0)),  # bfloat16 bits (int16) only
-    ("float_key", (np.uint32(5),)),  # float bits, read through signed views only
-    ("magnitude_bits", (np.uint64(5),)),
+@pytest.mark.parametrize("module, helper, arguments", [
+    ("decode", "pair_values", (np.zeros(4, np.float32), 0)),  # bfloat16 bits (int16) only
+    ("maxima", "float_key", (np.uint32(5),)),  # float bits, read through signed views only
+    ("maxima", "magnitude_bits", (np.uint64(5),)),
 ])
-def test_element_helpers_refuse_types_they_do_not_decode(helper, arguments):
+def test_element_helpers_refuse_types_they_do_not_decode(module, helper, arguments):
     # pair_values once returned (0, 0) for any other type, float_key the value itself and
     # magnitude_bits 0 for unsigned integers, so that kernels could compile branches their dtype never
     # takes. The kernels are now made per element type and float-or-integer data (pair_sums,
@@ -350,9 +350,9 @@ def test_element_helpers_refuse_types_they_do_not_decode(helper, arguments):
     from numba import njit
     from numba.core.errors import TypingError
 
-    from numred import _kernels
+    from numred import kernels
 
-    fn = getattr(_kernels, helper)
+    fn = getattr(getattr(kernels, module), helper)
     call = njit(lambda *args: fn(*args))
     with pytest.raises(TypingError):
         call(*arguments)
@@ -361,22 +361,22 @@ def test_element_helpers_refuse_types_they_do_not_decode(helper, arguments):
 @needs_two_threads
 @pytest.mark.parametrize("case", NARROW_TILES)
 def test_narrow_tiles_are_read_as_runs_of_rows(case):
-    from numred import _kernels
+    from numred import kernels
     from numred._plan import make_plan
 
     view, shape, axes = NARROW_TILES[case]
     x = view(_make("float32-grid", shape, seed=41))
     plan = with_threads(2, make_plan, x, tuple(axes))[0]
     n_outer, _, n_inner, n_reduced, step = plan.single_tile
-    assert n_outer >= 16 and _kernels.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
+    assert n_outer >= 16 and kernels.tiles.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint32"])
 def test_integer_narrow_tiles_kernel_takes_32_bit_means_too(dtype):
     # 32-bit means of narrow tiles take the float kernel (_compute._int_mean_by_float_tiles), but the
-    # integer kernel accepts them: its 32-bit columns hold whole values (_kernels._int_columns),
+    # integer kernel accepts them: its 32-bit columns hold whole values (kernels.integers._int_columns),
     # which it had folded as high halves, 2**32 times too large. Called directly on such a tile.
-    from numred import _kernels
+    from numred import kernels
     from numred._plan import make_plan
 
     info = np.iinfo(dtype)
@@ -384,9 +384,9 @@ def test_integer_narrow_tiles_kernel_takes_32_bit_means_too(dtype):
     whole.reshape(-1)[::5] = info.max
     plan, src = with_threads(2, make_plan, whole, (1,))
     n_outer, _, n_inner, n_reduced, step = plan.single_tile
-    assert _kernels.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
+    assert kernels.tiles.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
     result = np.empty(plan.n_kept, dtype=dtype)
-    kernel = _kernels.KERNELS[_kernels.INT_TILES[False]][0]
+    kernel = kernels.table.KERNELS[kernels.table.INT_TILES[False]][0]
     kernel(src, plan.base, *plan.single_tile[:4], result)
     expected = oracle.expected("reduce_mean", whole, [1])
     oracle.assert_matches(result.reshape(40, 1, 4), expected, dtype)
@@ -396,10 +396,10 @@ def test_integer_narrow_tiles_kernel_takes_32_bit_means_too(dtype):
 @pytest.mark.parametrize("case", NARROW_TILES)
 @pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint64"])
 def test_integer_narrow_tiles_are_exact(dtype, case):
-    # The integer narrow-tile kernels (_kernels._int_tiles_for): groups of eight rows of NARROW_ROW
+    # The integer narrow-tile kernels (kernels.tiles._int_tiles_for): groups of eight rows of NARROW_ROW
     # (sums of squares) or four (the 128-bit halves of 64-bit means), single rows, the last part,
     # on values spanning the dtype with its extremes, where squares wrap and means need every bit.
-    from numred import _compute, _kernels
+    from numred import _compute, kernels
     from numred._plan import make_plan
 
     view, shape, axes = NARROW_TILES[case]
@@ -412,11 +412,11 @@ def test_integer_narrow_tiles_are_exact(dtype, case):
     plan = with_threads(2, make_plan, x, tuple(axes))[0]
     for opname in ("reduce_mean", "reduce_sum_square"):
         squares = opname == "reduce_sum_square"
-        kernels = _compute._int_launch(plan, squares, x.dtype)[0]
+        launched = _compute._int_launch(plan, squares, x.dtype)[0]
         # 32-bit means take the float tiles; 64-bit data only blocks of up to NARROW_64BIT_MAX_BLOCK
-        narrow = x.itemsize == 4 or plan.single_tile[2] * plan.single_tile[3] <= _kernels.NARROW_64BIT_MAX_BLOCK
+        narrow = x.itemsize == 4 or plan.single_tile[2] * plan.single_tile[3] <= kernels.tiles.NARROW_64BIT_MAX_BLOCK
         if (squares or x.itemsize == 8) and narrow:
-            assert kernels is _kernels.KERNELS[_kernels.INT_TILES[squares]], (opname, plan)
+            assert launched is kernels.table.KERNELS[kernels.table.INT_TILES[squares]], (opname, plan)
         expected = oracle.expected(opname, x, axes)  # exact, from Python integers
         for threads in (2, 1):
             for call in range(2):  # the second call of a C-contiguous input is a OneLaunch

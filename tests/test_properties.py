@@ -688,7 +688,7 @@ def test_float64_error_no_worse_than_numpy_pairwise(kind):
         assert err <= allowed, f"{opname} {kind}: error {float(err):.3g} > numpy's {float(err_numpy):.3g} + 2 ulp"
 
 
-# float64 sums and sums of squares along runs are nearly exact (_kernels._float64_run_for): the result is
+# float64 sums and sums of squares along runs are nearly exact (kernels.split_sums._float64_run_for): the result is
 # the float64 rounding of a sum within n * 2**-100 of the sum of the terms' magnitudes of the exact
 # one (a mean: that rounded sum divided by n and rounded again), where NumPy's pairwise sum and a
 # plain vectorised one err by up to about 2**-53 of it times a factor growing with n. Cancelling data
@@ -711,17 +711,17 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
                     f"{opname} {order} row {k} of {view.shape}: {got[k]!r} outside [{lowest!r}, {highest!r}]"
 
 
-# The split sums of a float64 run start each piece (_kernels.SPLIT_PIECE elements) from the sigma of
+# The split sums of a float64 run start each piece (kernels.split_sums.SPLIT_PIECE elements) from the sigma of
 # the piece before, in the same row or the row before in the same task, and must notice when it is
 # wrong: here the magnitude jumps by 2**+-40 from row to row and within rows (both a sigma far too
 # small, which would make the high parts inexact, and one far too large, which would make the low
 # parts inexact), and NaN or inf arrives after finite pieces. Rows of one piece are split-summed
 # without the general row's compensated additions, from the sigma of the row before; so are short
 # rows of every other element (read over their whole span), and contiguous rows from
-# _kernels.ONE_PASS_MIN_ROW elements on (600 rows of 64: a parallel-sized input).
+# kernels.split_sums.ONE_PASS_MIN_ROW elements on (600 rows of 64: a parallel-sized input).
 @pytest.mark.parametrize("layout", ["three pieces", "one piece", "every other element", "short rows"])
 def test_float64_split_sums_notice_magnitude_jumps(layout):
-    from numred._kernels import ONE_PASS_MIN_ROW, SPLIT_PIECE
+    from numred.kernels.split_sums import ONE_PASS_MIN_ROW, SPLIT_PIECE
 
     rng = np.random.default_rng(7)
     n_rows = 600 if layout == "short rows" else 64  # tasks of four rows; three equal pieces per row, or one

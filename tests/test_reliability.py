@@ -384,11 +384,11 @@ def test_float_results_bit_identical_run_to_run(dtype, opname):
 
 _EVERY_HALF_SCRIPT = """
 import numpy as np, numred
-from numred import _kernels
+from numred import kernels
 halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
 x = np.stack([halves, halves], axis=1)  # each row twice: the mean of a row is its value, exactly
 means = numred.reduce_mean(x, np.array([1]), keepdims=0)
-print(int(_kernels.CPU_CONVERTS_HALVES))
+print(int(kernels.decode.CPU_CONVERTS_HALVES))
 np.save({out!r}, means)
 """
 
@@ -426,12 +426,12 @@ def test_every_float16_bit_pattern_decodes_exactly(cpu, tmp_path):
 
 _FLOAT64_SPLIT_SCRIPT = """
 import numpy as np, numred
-from numred import _kernels
+from numred import kernels
 x = np.load({data!r})
 views = (x, x[:, ::2], x[:, ::3], x[:, :150], x[:, :60])
 results = [numred.reduce_mean(v, [1], keepdims=0) for v in views]
 results += [numred.reduce_sum_square(v, [1], keepdims=0) for v in views]
-print(int(_kernels.SPLIT_ON_FMA))
+print(int(kernels.split_sums.SPLIT_ON_FMA))
 np.save({out!r}, np.concatenate(results))
 """
 
@@ -440,7 +440,7 @@ np.save({out!r}, np.concatenate(results))
 @pytest.mark.parametrize("cpu", ["host", "generic"])
 def test_float64_split_sums_are_nearly_exact_with_and_without_fma(cpu, tmp_path):
     """The float64 split passes do two of their additions as fused multiply-adds by an opaque 1.0
-    where the CPU Numba compiles for has FMA (_kernels.SPLIT_ON_FMA, x86-64), and as plain
+    where the CPU Numba compiles for has FMA (kernels.split_sums.SPLIT_ON_FMA, x86-64), and as plain
     additions elsewhere (NUMBA_CPU_NAME=generic here, as on CPUs without FMA or not x86). Both
     must give the nearly exact sums (oracle.nearly_exact_float64_interval). Rows of
     cancelling data, contiguous (one split piece, and short rows of two passes) and strided (every
@@ -481,7 +481,7 @@ def test_float64_results_round_once_to_16_bit_floats(dtype):
     own store (store_rounded) is called through a loop compiled here; results travel as the bits."""
     import numba
 
-    from numred._kernels import store_rounded
+    from numred.kernels.store import store_rounded
 
     @numba.njit
     def store_all(values, result):

@@ -351,11 +351,10 @@ def test_every_compiled_kernel_has_its_own_qualified_name():
     # means returning a log-sum-exp's -inf). _runtime.entry(name=...) gives each its own qualname.
     from numba.core.dispatcher import Dispatcher
 
-    from numred import _kernels
-    from numred.kernels import catalogue, serial
+    from numred.kernels import catalogue, modules
 
     kernels = list(catalogue().values())
-    kernels += [v for module in (_kernels, serial) for v in vars(module).values() if isinstance(v, Dispatcher)]
+    kernels += [v for module in modules() for v in vars(module).values() if isinstance(v, Dispatcher)]
     unique = {id(d): d for d in kernels}.values()
     names = [(d.py_func.__module__, d.py_func.__qualname__) for d in unique]
     shared = sorted({n for n in names if names.count(n) > 1})

@@ -3,18 +3,38 @@
 A kernel is built by a factory for one (layout family, operator term, accumulator) with these as
 compile-time constants, so that Numba compiles only the code that combination runs; its dtype
 specialisation comes from the argument types (element decoding and result stores are overloads
-chosen per type). Families:
+chosen per type). Kernels validate nothing: the front end and the plan hand them a consistent
+"kept x reduced" description of the input (``base``).
+
+Layout families, one module each:
 
 - ``serial``: every reduction below the parallel threshold (``_plan.PARALLEL_MIN_ELEMENTS``), any
-  geometry, in one call that also finishes and stores the results.
+  geometry, in one call that also finishes and stores the results;
+- ``rows``: each output one run (or one strided column), one kernel per variant;
+- ``tiles``: a leading reduced axis over contiguous kept elements, narrow tiles included;
+- ``blocks``: one kept axis between two reduced ones (RKR);
+- ``general``: the strided walker for every other geometry, with chunks of long reduced ranges;
+- ``table`` names the parallel ones the drivers launch.
 
-``states`` holds the partial state of each accumulator and the one rule that combines two of them,
-used wherever partial results meet.
-
-The parallel layout families (rows, columns, tiles, narrow tiles, blocks, the general strided walker
-with chunks) are still the kernels of ``numred._kernels``.
+Their pieces: ``base`` (views, the walk over a geometry, modes), ``decode`` (elements to float64),
+``exp``, ``split_sums`` (nearly exact float64 sums), ``runs`` (one run's term sum), ``columns``
+(rows of a tile into per-column accumulators), ``reading`` (memory streams, tuned per CPU),
+``integers`` (exact and wrapping integer sums), ``maxima`` (float keys), ``store`` (the one rounding
+to the output dtype), ``states`` (the partial state of each accumulator and the one rule that
+combines two of them, used wherever partial results meet) and ``finish`` (chunk partials combined).
 """
 from __future__ import annotations
+
+import importlib
+
+MODULES = ("base", "decode", "exp", "store", "reading", "split_sums", "runs", "columns", "integers", "maxima",
+           "states", "general", "rows", "tiles", "blocks", "finish", "table", "serial")
+
+
+def modules() -> list:
+    """The kernel modules, imported: for the tests that check every function of them."""
+    return [importlib.import_module(f"{__name__}.{name}") for name in MODULES]
+
 
 def catalogue() -> dict:
     """Every kernel numred calls from Python: {name: dispatcher}, the serial and the parallel variant of
@@ -22,14 +42,13 @@ def catalogue() -> dict:
     precompile, the tests' cache-miss counts and their check that no two share a compiled name."""
     from numba.core.registry import CPUDispatcher
 
-    from .. import _kernels as K
-    from . import serial
+    from . import base, finish, rows, serial, table
 
     kernels = {}
-    pairs = dict(K.KERNELS)
-    pairs.update({f"float_rows {mode} {variant}": K.float_rows(mode, variant)
-                  for mode in (K.SUM, K.SUM_SQUARES) for variant in range(K.ROWS_GENERAL + 1)})
-    pairs.update({f"int_rows {squares} {four}": K.int_rows(squares, four) for squares in (0, 1) for four in (0, 1)})
+    pairs = dict(table.KERNELS)
+    pairs.update({f"float_rows {mode} {variant}": rows.float_rows(mode, variant)
+                  for mode in (base.SUM, base.SUM_SQUARES) for variant in range(rows.ROWS_GENERAL + 1)})
+    pairs.update({f"int_rows {squares} {four}": rows.int_rows(squares, four) for squares in (0, 1) for four in (0, 1)})
     for name, (serial_variant, parallel_variant) in pairs.items():
         kernels[name] = serial_variant
         kernels[name + " parallel"] = parallel_variant
@@ -41,6 +60,6 @@ def catalogue() -> dict:
         kernels[f"serial float_log_sum_exp {flag}"] = serial.float_log_sum_exp(flag)
     kernels["serial int_log_sum_exp"] = serial.int_log_sum_exp()
     # the serial finishing steps called from Python (finish_*, all_finite)
-    kernels.update({name: d for name, d in vars(K).items()
-                    if isinstance(d, CPUDispatcher) and name.startswith(("finish_", "all_finite"))})
+    kernels.update({name: d for name, d in vars(finish).items() if isinstance(d, CPUDispatcher)
+                    and d.py_func.__module__ == finish.__name__ and not name.startswith("_")})
     return kernels

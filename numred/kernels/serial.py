@@ -29,54 +29,60 @@ import math
 import numpy as np
 from numba import njit
 
-from .. import _kernels as K
 from .._runtime import entry
+from .base import (BLOCK, FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _borrowed, _n_tasks, _next_run, _offset_of,
+                   _task, _unpack, _view)
+from .decode import as_bits, as_float64, as_wide
+from .exp import exp_nonpositive
+from .integers import _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, square_bits
+from .maxima import key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
 from .states import add_compensated, compensated_value
+from .store import store_rounded
 
-SUM, SQUARES, EXP = K.SUM, K.SUM_SQUARES, K.SUM_EXP
+SQUARES, EXP = SUM_SQUARES, SUM_EXP
 _U64 = np.uint64
 _LOW_HALF = np.uint64(0xFFFFFFFF)
 
 
 # Plain float64 sums of one run, one function per term (each vectorises with reassociation).
-@njit(fastmath=K.FASTMATH)
+@njit(fastmath=FASTMATH)
 def _sum_run(src, offset, n, step, scale):
     total = 0.0
     if step == 1:
-        run = K._view(src, offset, offset + n)
+        run = _view(src, offset, offset + n)
         for i in range(n):
-            total += K.as_float64(run[i]) * scale
+            total += as_float64(run[i]) * scale
     else:
         for i in range(n):
-            total += K.as_float64(src[offset + i * step]) * scale
+            total += as_float64(src[offset + i * step]) * scale
     return total
 
 
-@njit(fastmath=K.FASTMATH)
+@njit(fastmath=FASTMATH)
 def _squares_run(src, offset, n, step):
     total = 0.0
     if step == 1:
-        run = K._view(src, offset, offset + n)
+        run = _view(src, offset, offset + n)
         for i in range(n):
-            v = K.as_float64(run[i])
+            v = as_float64(run[i])
             total += v * v
     else:
         for i in range(n):
-            v = K.as_float64(src[offset + i * step])
+            v = as_float64(src[offset + i * step])
             total += v * v
     return total
 
 
-@njit(fastmath=K.FASTMATH)
+@njit(fastmath=FASTMATH)
 def _exp_run(src, offset, n, step, top):
     total = 0.0
     if step == 1:
-        run = K._view(src, offset, offset + n)
+        run = _view(src, offset, offset + n)
         for i in range(n):
-            total += K.exp_nonpositive(K.as_float64(run[i]) - top)
+            total += exp_nonpositive(as_float64(run[i]) - top)
     else:
         for i in range(n):
-            total += K.exp_nonpositive(K.as_float64(src[offset + i * step]) - top)
+            total += exp_nonpositive(as_float64(src[offset + i * step]) - top)
     return total
 
 
@@ -85,7 +91,7 @@ def _exp_run(src, offset, n, step, top):
 # n * 2**-106 * sum |term| of the exact sum before its last rounding, where a plain sum errs by up to
 # n * 2**-53 * sum |term| (the contract asks for no worse than NumPy's pairwise sum). The lanes are
 # independent, so the loop vectorises without reassociation (strict arithmetic: TwoSum's error term
-# must not be simplified away). The parallel families split-sum instead (_kernels._float64_run_for),
+# must not be simplified away). The parallel families split-sum instead (split_sums._float64_run_for),
 # which is faster per element but compiles to five times the code.
 LANES = 8
 
@@ -119,16 +125,16 @@ def _float64_lanes(src, offset, n, step, term, scale):
     return total, comp
 
 
-@njit(fastmath=K.FASTMATH)
+@njit(fastmath=FASTMATH)
 def _add_sum_row(acc, src, offset, width, scale):
     for w in range(width):
-        acc[w] += K.as_float64(src[offset + w]) * scale
+        acc[w] += as_float64(src[offset + w]) * scale
 
 
-@njit(fastmath=K.FASTMATH)
+@njit(fastmath=FASTMATH)
 def _add_squares_row(acc, src, offset, width):
     for w in range(width):
-        v = K.as_float64(src[offset + w])
+        v = as_float64(src[offset + w])
         acc[w] += v * v
 
 
@@ -148,8 +154,8 @@ def _halves_run(src, offset, n, step):
     high = np.int64(0)
     for i in range(n):
         x = src[offset + i * step]
-        low += K.as_bits(x) & _LOW_HALF
-        high += K.high_half(x)
+        low += as_bits(x) & _LOW_HALF
+        high += high_half(x)
     return low, high
 
 
@@ -157,7 +163,7 @@ def _halves_run(src, offset, n, step):
 def _square_bits_run(src, offset, n, step):
     total = _U64(0)
     for i in range(n):
-        total += K.square_bits(src[offset + i * step])
+        total += square_bits(src[offset + i * step])
     return total
 
 
@@ -167,8 +173,8 @@ def _float_sums_for(term, float64):
 
     def serial_float_sums(src, base, dims, kept_ndim, tile, scale, divisor, result):
         """Results into ``result``; False if one is not finite (a float64 mean then retries rescaled)."""
-        src = K._borrowed(src)
-        kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+        src = _borrowed(src)
+        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
         finite = True
@@ -176,15 +182,15 @@ def _float_sums_for(term, float64):
         acc = np.zeros(tile)
         totals = np.zeros(tile)
         comps = np.zeros(tile)
-        for task in range(K._n_tasks(kshape, tile, 1)):
-            k0, width, _, _, _ = K._task(task, kshape, tile, 1, nr)
-            origin = base + K._offset_of(k0, kshape, kstrides)
+        for task in range(_n_tasks(kshape, tile, 1)):
+            k0, width, _, _, _ = _task(task, kshape, tile, 1, nr)
+            origin = base + _offset_of(k0, kshape, kstrides)
             if tile == 1:
                 total = 0.0
                 comp = 0.0
                 pos = 0
                 while pos < nr:
-                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    offset, n = _next_run(pos, nr, rshape, rstrides)
                     offset += origin
                     if float64:
                         high, low = _float64_lanes(src, offset, n, step, term, scale)
@@ -196,13 +202,13 @@ def _float_sums_for(term, float64):
                         total, comp = add_compensated(total, comp, _squares_run(src, offset, n, step))
                     pos += n
                 value = compensated_value(total, comp) / divisor
-                K.store_rounded(result, k0, value)
+                store_rounded(result, k0, value)
                 finite = finite and math.isfinite(value)
             else:
                 rows = 0
                 pos = 0
                 while pos < nr:
-                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    offset, n = _next_run(pos, nr, rshape, rstrides)
                     offset += origin
                     for i in range(n):
                         if term == SUM:
@@ -210,7 +216,7 @@ def _float_sums_for(term, float64):
                         else:
                             _add_squares_row(acc, src, offset + i * step, width)
                         rows += 1
-                        if float64 and rows == K.BLOCK:
+                        if float64 and rows == BLOCK:
                             _fold(acc, totals, comps, width)
                             rows = 0
                     pos += n
@@ -218,7 +224,7 @@ def _float_sums_for(term, float64):
                     _fold(acc, totals, comps, width)
                 for w in range(width):
                     value = (compensated_value(totals[w], comps[w]) if float64 else acc[w]) / divisor
-                    K.store_rounded(result, k0 + w, value)
+                    store_rounded(result, k0 + w, value)
                     finite = finite and math.isfinite(value)
                     acc[w] = 0.0
                     totals[w] = 0.0
@@ -232,48 +238,48 @@ def _int_sums_for(squares):
     """Exact mean truncated toward zero, or (``squares``) the sum of squares modulo 2**bits."""
 
     def serial_int_sums(src, base, dims, kept_ndim, tile, count, result):
-        src = K._borrowed(src)
-        kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+        src = _borrowed(src)
+        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
         # a tile's column sums: squares in low; a mean's 32-bit halves in low and high
         low_acc = np.zeros(tile, dtype=np.uint64)
         high_acc = np.zeros(tile, dtype=np.int64)
-        for task in range(K._n_tasks(kshape, tile, 1)):
-            k0, width, _, _, _ = K._task(task, kshape, tile, 1, nr)
-            origin = base + K._offset_of(k0, kshape, kstrides)
+        for task in range(_n_tasks(kshape, tile, 1)):
+            k0, width, _, _, _ = _task(task, kshape, tile, 1, nr)
+            origin = base + _offset_of(k0, kshape, kstrides)
             pos = 0
             if tile == 1:
                 low = _U64(0)
                 high = _U64(0)
                 while pos < nr:
-                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    offset, n = _next_run(pos, nr, rshape, rstrides)
                     if squares:
                         low += _square_bits_run(src, origin + offset, n, step)
                     else:
                         low_sum, high_sum = _halves_run(src, origin + offset, n, step)
-                        low, high = K._add_halves128(low, high, low_sum, high_sum)
+                        low, high = _add_halves128(low, high, low_sum, high_sum)
                     pos += n
-                result[k0] = low if squares else K._int_mean(low, high, _U64(count))
+                result[k0] = low if squares else _int_mean(low, high, _U64(count))
             else:
                 while pos < nr:
-                    offset, n = K._next_run(pos, nr, rshape, rstrides)
+                    offset, n = _next_run(pos, nr, rshape, rstrides)
                     for i in range(n):
                         row = origin + offset + i * step
                         for w in range(width):
                             x = src[row + w]
                             if squares:
-                                low_acc[w] += K.square_bits(x)
+                                low_acc[w] += square_bits(x)
                             else:
-                                low_acc[w] += K.as_bits(x) & _LOW_HALF
-                                high_acc[w] += K.high_half(x)
+                                low_acc[w] += as_bits(x) & _LOW_HALF
+                                high_acc[w] += high_half(x)
                     pos += n
                 for w in range(width):
                     if squares:
                         result[k0 + w] = low_acc[w]
                     else:
-                        low, high = K._add_halves128(_U64(0), _U64(0), low_acc[w], high_acc[w])
-                        result[k0 + w] = K._int_mean(low, high, _U64(count))
+                        low, high = _add_halves128(_U64(0), _U64(0), low_acc[w], high_acc[w])
+                        result[k0 + w] = _int_mean(low, high, _U64(count))
                     low_acc[w] = 0
                     high_acc[w] = 0
 
@@ -285,70 +291,70 @@ def _float_log_sum_exp_for(float64):
     added compensated (narrower data: a float64 sum per run is far more exact than the output)."""
 
     def serial_float_log_sum_exp(src, keys, inf_bits, base, dims, kept_ndim, result):
-        """``keys``: src's memory as signed integers, whose max (of _kernels.float_key) vectorises
+        """``keys``: src's memory as signed integers, whose max (of maxima.float_key) vectorises
         where a float max that keeps NaN does not; a NaN is a magnitude above inf_bits."""
-        src, keys = K._borrowed(src), K._borrowed(keys)
+        src, keys = _borrowed(src), _borrowed(keys)
         carrier = src[:0]
-        kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
         for k in range(result.size):
-            origin = base + K._offset_of(k, kshape, kstrides)
-            best = K.lowest_key(keys[origin])
-            top_magnitude = K.magnitude_bits(best)
+            origin = base + _offset_of(k, kshape, kstrides)
+            best = lowest_key(keys[origin])
+            top_magnitude = magnitude_bits(best)
             pos = 0
             while pos < nr:
-                offset, n = K._next_run(pos, nr, rshape, rstrides)
-                best, top_magnitude = K.max_key_run(keys, origin + offset, n, step, best, top_magnitude)
+                offset, n = _next_run(pos, nr, rshape, rstrides)
+                best, top_magnitude = max_key_run(keys, origin + offset, n, step, best, top_magnitude)
                 pos += n
             if top_magnitude > inf_bits:  # a NaN
-                K.store_rounded(result, k, math.nan)
+                store_rounded(result, k, math.nan)
                 continue
-            top = K.key_to_float64(K.as_wide(best), carrier)
+            top = key_to_float64(as_wide(best), carrier)
             if not math.isfinite(top):  # +inf, or -inf for an all -inf set: the answer itself
-                K.store_rounded(result, k, top)
+                store_rounded(result, k, top)
                 continue
             total = 0.0
             comp = 0.0
             pos = 0
             while pos < nr:
-                offset, n = K._next_run(pos, nr, rshape, rstrides)
+                offset, n = _next_run(pos, nr, rshape, rstrides)
                 offset += origin
-                block = K.BLOCK if float64 else n
+                block = BLOCK if float64 else n
                 for b in range(0, n, block):
                     total, comp = add_compensated(total, comp, _exp_run(src, offset + b * step, min(block, n - b), step,
                                                                     top))
                 pos += n
-            K.store_rounded(result, k, top + math.log(compensated_value(total, comp)))
+            store_rounded(result, k, top + math.log(compensated_value(total, comp)))
 
     return serial_float_log_sum_exp
 
 
 def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
     """trunc(max + log(sum of exp(x - max))) of integer data into ``result`` (the input dtype); False
-    when one is undecided in float64 or does not fit ``type_max`` (_kernels._int_log_sum_exp), for the
+    when one is undecided in float64 or does not fit ``type_max`` (_int_log_sum_exp), for the
     front end to decide exactly."""
-    src = K._borrowed(src)
-    kshape, kstrides, rshape, rstrides = K._unpack(dims, kept_ndim)
+    src = _borrowed(src)
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)
     step = rstrides[-1]
     decided = True
     for k in range(result.size):
-        origin = base + K._offset_of(k, kshape, kstrides)
+        origin = base + _offset_of(k, kshape, kstrides)
         best = src[origin]
         pos = 0
         while pos < nr:
-            offset, n = K._next_run(pos, nr, rshape, rstrides)
-            best = K.max_value_run(src, origin + offset, n, step, best, best)[0]
+            offset, n = _next_run(pos, nr, rshape, rstrides)
+            best = max_value_run(src, origin + offset, n, step, best, best)[0]
             pos += n
-        top = K.as_wide(best)
+        top = as_wide(best)
         total = 0.0
         pos = 0
         while pos < nr:
-            offset, n = K._next_run(pos, nr, rshape, rstrides)
-            total += K._int_exp_run(src, origin + offset, n, step, top)
+            offset, n = _next_run(pos, nr, rshape, rstrides)
+            total += _int_exp_run(src, origin + offset, n, step, top)
             pos += n
-        value, fits = K._int_log_sum_exp(top, total, count, type_max)
+        value, fits = _int_log_sum_exp(top, total, count, type_max)
         result[k] = value
         decided = decided and fits
     return decided

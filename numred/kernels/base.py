@@ -1,0 +1,187 @@
+"""Shared ground of the kernels: fastmath flags, the compensation block, views of the input's
+memory without reference counting, bit casts, the walk over a "kept x reduced" geometry (tasks,
+runs, offsets), and the operator terms (modes) passed as compile-time constants.
+
+Kernels validate nothing: the front end (``numred._frontend``) and the plan (``numred._plan``) hand
+them a consistent description of the input, and they compute. The input arrives as ``src``: a 1-D
+contiguous view of the memory the input spans, in a *carrier* dtype Numba can load (float16 as
+uint16 bits, bfloat16 as int16 bits, see ``decode.as_float64``), plus element offsets and strides;
+``base`` is the offset of its first element. Every kernel has ``nk`` outputs, each reduced over
+``nr`` elements; the reduced range of one output may be cut into ``nchunks`` pieces (tasks) whose
+partial states the ``finish`` kernels combine in chunk order (``states``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from llvmlite import ir
+from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
+
+# reassociation lets LLVM vectorise the sums; fastmath=True would also assume no NaN/inf and
+# delete exactly the checks the contract depends on.
+FASTMATH = {"reassoc", "contract"}
+# Every other function and overload here states its fastmath flags itself: Numba compiles one that
+# leaves them unset with the flags of the caller that first compiles it (inherit_if_not_set), so
+# error-free transformations such as _split and _neumaier, called from FASTMATH loops, could get
+# reassoc and contract, depending on the order in which things were compiled.
+
+# Length of the pieces summed with a plain (vectorised) float64 loop; the pieces are then added with
+# compensated (Neumaier) summation, which keeps float64 inputs at least as exact as NumPy's pairwise sum.
+BLOCK = 256
+NEVER = 1 << 62  # the compensation block of narrower floats
+
+_U64 = np.uint64
+
+
+def njit_for(*constants, **options):
+    """``njit(**options)`` for a function made by a factory, under a name of its own per factory
+    arguments (``constants``): Numba names compiled code after the qualified name, the signature and
+    a per-process counter, so two closures of one factory with the same signature, compiled in
+    different processes and linked into cached kernels that one process loads, could share a symbol
+    and run one body for both (numba#10486)."""
+
+    def decorate(fn):
+        suffix = "_".join(str(int(c)) if isinstance(c, bool) else str(c) for c in constants)
+        fn.__name__ = f"{fn.__name__}_{suffix}"
+        fn.__qualname__ = f"{fn.__qualname__}_{suffix}"
+        return njit(**options)(fn)
+
+    return decorate
+
+
+@intrinsic
+def _view(typingctx, src, start, stop):
+    """src[start:stop] for 0 <= start <= stop <= len(src), without a slice's bounds arithmetic
+    (clamping, negative starts) and without a reference to src's memory (as _borrowed). Short float64
+    rows handed to their split sums as slices took 1.25-2x the time of these views (20000x100,
+    100000x16; 2 threads, AMD Zen 4), where LLVM did not inline the call for the slice."""
+
+    def codegen(context, builder, signature, args):
+        whole = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(signature.return_type)(context, builder)
+        populate_array(view, data=builder.gep(whole.data, [args[1]]), shape=[builder.sub(args[2], args[1])],
+                       strides=[whole.itemsize], itemsize=whole.itemsize, meminfo=None)
+        return view._getvalue()
+
+    if not (isinstance(src, types.Array) and src.ndim == 1 and src.layout == "C"):
+        return None
+    return src(src, types.intp, types.intp), codegen
+
+
+@intrinsic
+def _borrowed(typingctx, array):
+    """``array`` as a borrowed reference: the same array without its memory's reference count, so
+    that what Numba increments and decrements around every call it is handed to, and for every
+    slice of it, is nothing. Those counts are atomic: with two threads handing the same input to a
+    call per row, the two cores fought over the count's cache line: float32 20000x100 means and
+    sums of squares took 1.3-1.4x the time of borrowed ones (2 threads, AMD Zen 4). Each kernel
+    borrows the arrays it reads while the caller holds them, never one it writes: Numba takes the
+    borrowed array for a new one of the kernel's own, and drops a parallel loop whose only effect
+    is to store into it (int_rows then wrote nothing)."""
+
+    def codegen(context, builder, signature, args):
+        borrowed = context.make_array(signature.args[0])(context, builder, args[0])
+        borrowed.meminfo = ir.Constant(borrowed.meminfo.type, None)
+        return borrowed._getvalue()
+
+    if not isinstance(array, types.Array):
+        return None
+    return array(array), codegen
+
+
+def _bitcast(source, target):
+    """An intrinsic reading the bits of a ``source`` value as a ``target`` value (same width)."""
+
+    @intrinsic
+    def bitcast(typingctx, value):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
+
+        return target(source), codegen
+
+    return bitcast
+
+
+_bits_to_float32 = _bitcast(types.uint32, types.float32)
+_bits_to_float64 = _bitcast(types.int64, types.float64)
+_float64_to_bits = _bitcast(types.float64, types.int64)
+_float32_to_bits = _bitcast(types.float32, types.uint32)
+
+
+@njit(fastmath=False)
+def _offset_of(index, shape, strides):
+    """Element offset of the C-order flat ``index`` (< prod(shape)) into a block of dimensions
+    (shape, strides). The outermost dimension needs no modulo: with one dimension, no division."""
+    offset = 0
+    for d in range(shape.size - 1, 0, -1):
+        n = shape[d]
+        outer = index // n
+        offset += (index - outer * n) * strides[d]
+        index = outer
+    return offset + index * strides[0]
+
+
+@njit(fastmath=False)
+def _next_run(pos, end, rshape, rstrides):
+    """(offset, length) of the run of reduced positions [pos, end) that lies along the innermost
+    reduced axis: the unit the kernels' inner loops take. Divisions only for 2+ reduced axes (they are
+    per run, and a run may be short)."""
+    if rshape.size == 1:
+        return pos * rstrides[0], end - pos
+    run_length = rshape[-1]
+    return _offset_of(pos, rshape, rstrides), min(run_length - pos % run_length, end - pos)
+
+
+@njit(fastmath=False)
+def _unpack(dims, kept_ndim):
+    """(kept shape, kept strides, reduced shape, reduced strides) from the plan's one dims array."""
+    reduced_ndim = (dims.size - 2 * kept_ndim) // 2
+    r0 = 2 * kept_ndim
+    return dims[:kept_ndim], dims[kept_ndim:r0], dims[r0:r0 + reduced_ndim], dims[r0 + reduced_ndim:]
+
+
+@njit(fastmath=False)
+def _n_tasks(kshape, tile, nchunks):
+    rows = np.prod(kshape) // kshape[-1]
+    return rows * ((kshape[-1] + tile - 1) // tile) * nchunks
+
+
+@njit(fastmath=False)
+def _task(task, kshape, tile, nchunks, nr):
+    """One task: ``width`` consecutive outputs from flat output index ``k0`` along the innermost kept
+    dimension (a tile), over reduced positions [first, end) (a chunk). The common cases (one chunk,
+    no tile) skip the divisions: with short reduced ranges they cost as much as the reduction."""
+    if nchunks == 1:
+        t, c, first, end = np.int64(task), 0, 0, nr  # a prange index may be unsigned
+    else:
+        t = task // nchunks
+        c = task - t * nchunks
+        first, end = nr * c // nchunks, nr * (c + 1) // nchunks
+    if tile == 1:
+        return t, 1, c, first, end
+    tiles_per_row = (kshape[-1] + tile - 1) // tile
+    row = t // tiles_per_row
+    column = (t - row * tiles_per_row) * tile
+    return row * kshape[-1] + column, min(tile, kshape[-1] - column), c, first, end
+
+
+SUM, SUM_SQUARES, SUM_EXP = 0, 1, 2
+MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp"}
+
+
+def _literal_mode(mode):
+    """The value of a ``mode`` argument typed as a literal (a constant at the call), for the functions
+    compiled once per mode (_add_run, _float_run, _float_row): every caller passes a constant."""
+    if not isinstance(mode, types.IntegerLiteral):
+        raise TypeError(f"mode must be a constant at the call, got {mode}")
+    return mode.literal_value
+
+
+# The float64 split sums are reached only for float64 data, but a kernel's branch on
+# compensation_block(src) is not folded by Numba: called directly, they were compiled into every
+# float32, float16 and bfloat16 kernel too (a third of a float32 row kernel's compile time). Called
+# through these gates, other data compiles a stub instead.
+def _is_one(step):
+    """Whether a ``step`` argument is the constant 1 at the call: a contiguous run."""
+    return isinstance(step, types.IntegerLiteral) and step.literal_value == 1

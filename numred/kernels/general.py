@@ -1,0 +1,362 @@
+"""The general strided walker: any geometry, tiles of neighbouring outputs, chunks of long reduced
+ranges with partial states per (output, chunk). One kernel per accumulator: float sums per mode,
+exact integer sums, maxima, integer exp sums.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, _next_run, _offset_of, _task, _unpack,
+                   _view)
+from .columns import _float_columns, _fold
+from .decode import as_wide
+from .exp import exp_of_minus_distance
+from .integers import (HALVES_BLOCK, _add_halves128, _fold_halves, _int_columns, _int_columns4, _int_columns8,
+                       _int_exp_run, _int_log_sum_exp, _int_mean, _squares_run, halves_run, low_accumulators,
+                       narrow_int)
+from .maxima import lowest_key, magnitude_bits, max_columns, max_run
+from .runs import _add_run
+from .store import _finish_sum, compensation_block, store_rounded
+
+# A tile narrower than this whose rows lie back to back (a short kept axis over a contiguous block,
+# such as 4194304x4 reduced over axis 0) is read as "wide rows" of several real rows at once, so the
+# inner loops stay long enough to vectorise.
+WIDE_ROW = 2048
+# ... but a task reads at least this many wide rows: its accumulators (one per element of a wide
+# row) are allocated and folded once per task, and with few rows per task that cost more than the
+# reads. 256x1024x8 axis 1 (1024 rows of 8 per task) took 195 us in 4 wide rows of 2048 elements
+# and 85-100 us in wide rows of 128-256; 4194304x4 axis 0 (chunks of 262144 rows) wants all 2048.
+MIN_WIDE_ROWS = 64
+
+
+@njit(fastmath=False)
+def _rows_per_wide_row(width, step, n_rows):
+    """How many back-to-back rows of ``width`` elements a task of ``n_rows`` rows reads as one."""
+    if step != width or 2 * width > WIDE_ROW:
+        return 1
+    return max(1, min(WIDE_ROW // width, n_rows // MIN_WIDE_ROWS))
+
+
+def reads_wide_rows(n_inner, tile, step, n_rows):
+    """Whether float_sums reads the ``n_rows`` rows of some tile of ``n_inner`` outputs cut into tiles
+    of ``tile`` as wide rows (_rows_per_wide_row above 1); for the plan, in Python."""
+    last = n_inner - (n_inner - 1) // tile * tile
+    return any(_rows_per_wide_row.py_func(width, step, n_rows) > 1 for width in (tile, last))
+
+
+def _float_sums_for(mode):
+    """The float_sums kernel for one ``mode`` (SUM, SUM_SQUARES, SUM_EXP), fixed at compile time: LLVM
+    then keeps only that mode's loops and inlines them. With the mode a runtime argument, rows of
+    100-1000 elements took 1.3-2.2x as long (the per-row call and set-up were not optimised away)."""
+
+    def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, result):
+        """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES) or
+        exp(x - maxima[k]) (SUM_EXP). With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
+        outputs together (a leading reduced axis read row by row instead of column by column).
+
+        Without partial arrays (size 0; one chunk per output) the task writes the finished
+        ``result[k]`` itself (see _finish_sum): with many outputs a separate serial finishing pass
+        would cost as much as the reduction. Otherwise the chunk partials go to out_total/out_comp
+        for _finish_* to combine (also with one chunk: the integer log-sum-exp finishes its own way)."""
+        src, maxima = _borrowed(src), _borrowed(maxima)
+        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+        nr = np.prod(rshape)
+        step = rstrides[-1]
+        block = compensation_block(src)
+        for task in prange(_n_tasks(kshape, tile, nchunks)):
+            k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+            origin = base + _offset_of(k0, kshape, kstrides)
+            if tile == 1:
+                shift = maxima[k0] if mode == SUM_EXP else scale
+                total = 0.0
+                comp = 0.0
+                sigma = 0.0  # (_float64_run_for's, passed on from run to run)
+                if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+                    while pos < end:
+                        offset, n = _next_run(pos, end, rshape, rstrides)
+                        total, comp, sigma = _add_run(total, comp, sigma, src, origin + offset, n, step, mode, shift)
+                        pos += n
+                if out_total.size == 0:
+                    store_rounded(result, k0, _finish_sum(total, comp, mode, divisor, shift))
+                else:
+                    out_total[k0 * nchunks + c] = total
+                    out_comp[k0 * nchunks + c] = comp
+            else:
+                m = _rows_per_wide_row(width, step, end - pos)
+                wide = m * width  # accumulators: column j % width, m of them per column
+                acc = np.zeros(wide)
+                # Per-task work proportional to the width must stay small next to the rows (a task may
+                # have only a few): compensated totals exist only where they are folded (float64 data),
+                # and the maxima only for SUM_EXP.
+                # (Arrays not needed are empty views of acc, not allocations: with few rows per task
+                # each allocation counts.)
+                # Fewer rows than a block, in accumulators of their own (no wide rows): their plain
+                # sums are what the compensated fold would give (0 + acc[w], exactly), so float64
+                # skips the fold and its arrays (16x100000 float64 over axis 0: 0.65-0.68x the time,
+                # 64x20000 0.89-0.90x, in-process A/B).
+                compensated = block < NEVER and (m > 1 or end - pos >= block)
+                totals = np.zeros(width) if compensated else acc[:0]
+                comps = np.zeros(width) if compensated else acc[:0]
+                column_max = np.empty(wide) if mode == SUM_EXP else acc[:0]  # the max of each accumulator's column
+                if mode == SUM_EXP:
+                    for j0 in range(0, wide, width):
+                        column_max[j0:j0 + width] = maxima[k0:k0 + width]
+                # The most terms one accumulator has taken since the last fold (at most block): a wide
+                # row gives each accumulator one term (counting real rows instead folded 4194304x4's
+                # wide rows of 512 rows after every call).
+                terms = 0
+                while pos < end:
+                    offset, n = _next_run(pos, end, rshape, rstrides)
+                    offset += origin
+                    j = 0
+                    while j < n:
+                        if mode != SUM_EXP and n - j >= 8 * m:  # eight (wide) rows per call: less traffic to acc
+                            _float_columns(src, offset + j * step, m * step, 8, wide, mode, scale, column_max, 0, acc)
+                            j += 8 * m
+                            terms += 8
+                        elif n - j >= 4 * m:  # four: a quarter of the traffic of one
+                            _float_columns(src, offset + j * step, m * step, 4, wide, mode, scale, column_max, 0, acc)
+                            j += 4 * m
+                            terms += 4
+                        elif n - j >= m:
+                            _float_columns(src, offset + j * step, m * step, 1, wide, mode, scale, column_max, 0, acc)
+                            j += m
+                            terms += 1
+                        else:
+                            _float_columns(src, offset + j * step, step, 1, width, mode, scale, column_max, 0, acc)
+                            j += 1
+                            terms += 1
+                        if terms >= block:
+                            _fold(acc, totals, comps)
+                            terms = 0
+                    pos += n
+                if compensated:
+                    _fold(acc, totals, comps)
+                else:
+                    for j0 in range(width, wide, width):  # the m accumulators of each column
+                        acc[:width] += acc[j0:j0 + width]
+                    totals = acc[:width]
+                if out_total.size == 0:
+                    for w in range(width):
+                        comp = comps[w] if compensated else 0.0
+                        store_rounded(result, k0 + w, _finish_sum(totals[w], comp, mode, divisor,
+                                                                  column_max[w] if mode == SUM_EXP else 0.0))
+                else:
+                    for w in range(width):
+                        out_total[(k0 + w) * nchunks + c] = totals[w]
+                        out_comp[(k0 + w) * nchunks + c] = comps[w] if compensated else 0.0
+
+    return float_sums
+
+
+def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low, out_high, result):
+    """squares=False: exact 128-bit two's-complement sum (low, high words);
+    squares=True: sum of x*x modulo 2**64 (low word only). Tiles (and wide rows) as in float_sums.
+    With one chunk per output the task finishes it into ``result`` (uint64 bits): the exact mean
+    over ``count`` elements, or the wrapping sum of squares. Otherwise the partials go to out_low and
+    out_high for finish_int_mean / finish_int_squares."""
+    src = _borrowed(src)
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+    nr = np.prod(rshape)
+    step = rstrides[-1]
+    for task in prange(_n_tasks(kshape, tile, nchunks)):
+        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        origin = base + _offset_of(k0, kshape, kstrides)
+        low = np.zeros(width, dtype=np.uint64)
+        high = np.zeros(width, dtype=np.uint64)
+        if tile == 1:
+            while pos < end:
+                offset, n = _next_run(pos, end, rshape, rstrides)
+                offset += origin
+                if squares:
+                    low[0] += _squares_run(src, offset, n, step)
+                else:
+                    for b in range(0, n, HALVES_BLOCK):
+                        low_sum, high_sum = halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
+                        low[0], high[0] = _add_halves128(low[0], high[0], low_sum, high_sum)
+                pos += n
+        else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
+            m = _rows_per_wide_row(width, step, end - pos)
+            # only the accumulators this sum uses (_fold_halves): half the memory a task touches
+            low_acc = low_accumulators(src, m * width if squares or not narrow_int(src) else 0)
+            high_acc = np.zeros(0 if squares else m * width, dtype=np.int64)
+            rows = 0
+            while pos < end:
+                offset, n = _next_run(pos, end, rshape, rstrides)
+                offset += origin
+                j = 0
+                while j < n:
+                    start = offset + j * step
+                    # eight (wide) rows per call, as in float_sums
+                    if (squares or narrow_int(src)) and n - j >= 8 * m:
+                        _int_columns8(src, start, m * step, m * width, squares, low_acc, high_acc)
+                        span = 8 * m
+                    elif n - j >= 4 * m:  # four: a quarter of the traffic of one
+                        wide = m * width
+                        _int_columns4(_view(src, start, start + wide),
+                                      _view(src, start + m * step, start + m * step + wide),
+                                      _view(src, start + 2 * m * step, start + 2 * m * step + wide),
+                                      _view(src, start + 3 * m * step, start + 3 * m * step + wide),
+                                      squares, low_acc, high_acc)
+                        span = 4 * m
+                    else:
+                        span = m if n - j >= m else 1  # m back-to-back rows read as one wide row
+                        _int_columns(_view(src, start, start + span * width), squares, low_acc, high_acc)
+                    j += span
+                    rows += span
+                    if rows >= HALVES_BLOCK:
+                        _fold_halves(low_acc, high_acc, low, high, squares, narrow_int(src))
+                        rows = 0
+                pos += n
+            _fold_halves(low_acc, high_acc, low, high, squares, narrow_int(src))
+        if nchunks == 1:  # finished here, in parallel: a 128-bit division per output adds up
+            for w in range(width):
+                result[k0 + w] = low[w] if squares else _int_mean(low[w], high[w], _U64(count))
+        else:
+            for w in range(width):
+                out_low[(k0 + w) * nchunks + c] = low[w]
+                out_high[(k0 + w) * nchunks + c] = high[w]
+
+
+def _max_keys_for(float_bits):
+    """max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, out_max, out_nans): the max per
+    (output, chunk), widened (as_wide), and whether it saw a NaN (out_nans 1, else 0). Integer data:
+    the max value. Float data (``float_bits``): ``src`` is a signed integer view of the bits, the max
+    is a float_key, and magnitudes above ``inf_bits`` (the bits of +inf) are NaNs. Tiles as in
+    float_sums. Everything before the widening stays in src's own type (float_key): with the
+    allocations gone from one-output tasks, the maxima of 1000x1000 took 0.13-0.50x the time
+    (float16 axis 0 to int32 axis 1; 2 threads, in-process A/B) and log-sum-exp 0.66-0.90x."""
+
+    def max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, out_max, out_nans):
+        src = _borrowed(src)
+        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+        nr = np.prod(rshape)
+        step = rstrides[-1]
+        for task in prange(_n_tasks(kshape, tile, nchunks)):
+            k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+            origin = base + _offset_of(k0, kshape, kstrides)
+            lowest = lowest_key(src[origin])
+            # every magnitude is at least 0, in src's type; integer data has none (passed through)
+            zero = magnitude_bits(lowest) if float_bits else lowest
+            if tile == 1:  # scalars: a task per output allocated two arrays before
+                best, top_magnitude = lowest, zero
+                while pos < end:
+                    offset, n = _next_run(pos, end, rshape, rstrides)
+                    best, top_magnitude = max_run(src, offset + origin, n, step, float_bits, best, top_magnitude)
+                    pos += n
+                out_max[k0 * nchunks + c] = as_wide(best)
+                out_nans[k0 * nchunks + c] = float_bits and top_magnitude > inf_bits
+            else:
+                m = _rows_per_wide_row(width, step, end - pos)
+                wide = m * width  # as in float_sums: slot j holds column j % width
+                best_of = np.full(wide, lowest)
+                top_magnitude_of = np.full(wide, zero)
+                while pos < end:
+                    offset, n = _next_run(pos, end, rshape, rstrides)
+                    offset += origin
+                    j = 0
+                    while j < n:
+                        if n - j >= 4 * m:
+                            max_columns(src, offset + j * step, m * step, 4, wide, float_bits, best_of, top_magnitude_of)
+                            j += 4 * m
+                        elif n - j >= m:
+                            max_columns(src, offset + j * step, m * step, 1, wide, float_bits, best_of, top_magnitude_of)
+                            j += m
+                        else:
+                            max_columns(src, offset + j * step, step, 1, width, float_bits, best_of, top_magnitude_of)
+                            j += 1
+                    pos += n
+                for j0 in range(width, wide, width):  # the m slots of each column
+                    for w in range(width):
+                        best_of[w] = max(best_of[w], best_of[j0 + w])
+                        top_magnitude_of[w] = max(top_magnitude_of[w], top_magnitude_of[j0 + w])
+                for w in range(width):
+                    out_max[(k0 + w) * nchunks + c] = as_wide(best_of[w])
+                    out_nans[(k0 + w) * nchunks + c] = float_bits and top_magnitude_of[w] > inf_bits
+
+    return max_keys
+
+
+def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, count, type_max, result, fits):
+    """Sum of exp(x - max) per (output, chunk), each term looked up by the exact integer distance
+    max - x (exp_of_minus_distance). With tile > 1 a task reads the reduced rows of ``tile``
+    neighbouring outputs (narrow ones back to back as wide rows), as float_sums does, instead of one
+    strided column per output. On leading reduced axes (1000x1000 to 8192x16384, 4194304x4, int32 and
+    int64) that took 0.15-0.94x the time, int64 gaining most (4096x4096 axis 0: 0.20x), int32 least:
+    its tiles went through the float kernel with the exp polynomial before (in-process A/B). Four (wide)
+    rows per call (_int_exp_columns4) then took 0.56-0.93x the time again on leading axes of 32-bit
+    types and 0.63-0.70x on 64-bit ones, except 4096x4096 axis 0 (1.02-1.05x) (AMD Zen 5).
+
+    Without partial arrays (size 0; one chunk per output) the task finishes its outputs itself
+    (_int_log_sum_exp) into ``result`` and ``fits``, as float_sums does: the separate serial finishing
+    pass took 0.8 ms of a 3.4 ms int32 log-sum-exp over 32x64x56x56 axis 1 (100352 outputs)."""
+    src, maxima = _borrowed(src), _borrowed(maxima)
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+    nr = np.prod(rshape)
+    step = rstrides[-1]
+    for task in prange(_n_tasks(kshape, tile, nchunks)):
+        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        origin = base + _offset_of(k0, kshape, kstrides)
+        if tile == 1:
+            top = maxima[k0]
+            total = 0.0
+            while pos < end:
+                offset, n = _next_run(pos, end, rshape, rstrides)
+                total += _int_exp_run(src, offset + origin, n, step, top)
+                pos += n
+            if out_total.size == 0:
+                result[k0], fits[k0] = _int_log_sum_exp(top, total, count, type_max)
+            else:
+                out_total[k0 * nchunks + c] = total
+        else:
+            m = _rows_per_wide_row(width, step, end - pos)  # narrow rows back to back: m of them read as one
+            wide = m * width
+            tops = np.empty(wide, dtype=maxima.dtype)
+            for j0 in range(0, wide, width):
+                tops[j0:j0 + width] = maxima[k0:k0 + width]
+            acc = np.zeros(wide)
+            while pos < end:
+                offset, n = _next_run(pos, end, rshape, rstrides)
+                offset += origin
+                j = 0
+                while n - j >= 4 * m:  # four (wide) rows per call: a quarter of the traffic to acc
+                    _int_exp_columns4(src, offset + j * step, m * step, wide, tops, acc)
+                    j += 4 * m
+                while n - j >= m:
+                    _int_exp_columns(_view(src, offset + j * step, offset + j * step + wide), tops, acc)
+                    j += m
+                while j < n:
+                    _int_exp_columns(_view(src, offset + j * step, offset + j * step + width), tops, acc)
+                    j += 1
+                pos += n
+            for j0 in range(width, wide, width):  # the m accumulators of each column
+                acc[:width] += acc[j0:j0 + width]
+            if out_total.size == 0:
+                for w in range(width):
+                    result[k0 + w], fits[k0 + w] = _int_log_sum_exp(maxima[k0 + w], acc[w], count, type_max)
+            else:
+                for w in range(width):
+                    out_total[(k0 + w) * nchunks + c] = acc[w]
+
+
+@njit(fastmath=FASTMATH)
+def _int_exp_columns(row, tops, acc):
+    """acc[w] += exp(row[w] - tops[w]): one row of a tile."""
+    for w in range(row.size):
+        acc[w] += exp_of_minus_distance(row[w], tops[w])
+
+
+@njit(fastmath=FASTMATH)
+def _int_exp_columns4(src, offset, step, width, tops, acc):
+    """acc[w] += the exp(x - tops[w]) of element w of four rows ``step`` apart (as _float_columns)."""
+    r0 = _view(src, offset, offset + width)
+    r1 = _view(src, offset + step, offset + step + width)
+    r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+    r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
+    for w in range(width):
+        top = tops[w]
+        acc[w] += (exp_of_minus_distance(r0[w], top) + exp_of_minus_distance(r1[w], top)) + (
+            exp_of_minus_distance(r2[w], top) + exp_of_minus_distance(r3[w], top))

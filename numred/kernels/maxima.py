@@ -1,0 +1,191 @@
+"""Maxima: float data is compared on integer keys of its bits (an integer max vectorises, a float
+max that keeps NaN does not), with NaNs found from the magnitudes; integer data directly. The max
+functions are made per float or integer data (``float_bits``, a constant).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import types
+from numba.extending import overload
+from numba.np.numpy_support import as_dtype
+
+from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _view, njit_for
+from .decode import as_float64
+
+
+def float_key(x):
+    """For float data read through a signed integer view of its bits: a key of the same integer type
+    whose order is the order of the float values (sign-magnitude turned into two's complement).
+    Integer max vectorises; a float max that keeps NaN does not (LLVM wants no-NaN flags for that),
+    so float maxima are taken on these keys and NaNs are found on the side (magnitude_bits). Keys stay
+    as narrow as the data: AVX2 has a max for 8-, 16- and 32-bit lanes but none for 64-bit ones, and
+    16-bit keys fill a vector with 16 elements. Defined for signed carriers only: float data is always
+    viewed as signed integers, and the max kernels for integer data (_max_run_for(False)) hold no key
+    code."""
+
+
+def _same_type(x):
+    """The NumPy scalar type of Numba integer type x, to cast results of promoted arithmetic back."""
+    return as_dtype(x).type
+
+
+@overload(float_key, jit_options={"fastmath": False})
+def _float_key_impl(x):
+    if isinstance(x, types.Integer) and x.signed:
+        shift = x.bitwidth - 1
+        magnitude_mask = (1 << shift) - 1
+        same = _same_type(x)
+        return lambda x: same(x ^ ((x >> shift) & magnitude_mask))
+    return None  # unsigned carriers hold integer data, never float bits
+
+
+def lowest_key(x):
+    """The smallest value of the integer type of x (a start for a max)."""
+
+
+@overload(lowest_key, jit_options={"fastmath": False})
+def _lowest_key_impl(x):
+    if isinstance(x, types.Integer):
+        same = _same_type(x)
+        lowest = -(1 << (x.bitwidth - 1)) if x.signed else 0
+        return lambda x: same(lowest)
+    return None
+
+
+def magnitude_bits(x):
+    """The bits of x without the sign bit, in x's type, for a signed integer view of float bits: a NaN
+    is a magnitude above the bits of +inf. Signed carriers only, as float_key."""
+
+
+@overload(magnitude_bits, jit_options={"fastmath": False})
+def _magnitude_bits_impl(x):
+    if isinstance(x, types.Integer) and x.signed:
+        same = _same_type(x)
+        mask = (1 << (x.bitwidth - 1)) - 1
+        return lambda x: same(x & mask)
+    return None
+
+
+@functools.cache
+def _max_run_for(float_bits):
+    """max_run(src, offset, n, step, best, top_magnitude) -> (best, top_magnitude), updated with one
+    run: for float keys (``float_bits``, a constant), the max float_key and the largest magnitude_bits;
+    for integer values, the max value (top_magnitude is passed through). All in src's own integer
+    type."""
+
+    @njit_for(float_bits, fastmath=FASTMATH)
+    def max_run(src, offset, n, step, best, top_magnitude):
+        # A contiguous run is read through a slice: indexing src[offset + i] keeps a negative-index
+        # check per element, and the loop is not vectorised.
+        if step == 1:
+            run = _view(src, offset, offset + n)
+            if float_bits:
+                for i in range(n):
+                    best = max(best, float_key(run[i]))
+                    top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
+            else:
+                for i in range(n):
+                    best = max(best, run[i])
+        elif float_bits:
+            for i in range(n):
+                x = src[offset + i * step]
+                best = max(best, float_key(x))
+                top_magnitude = max(top_magnitude, magnitude_bits(x))
+        else:
+            for i in range(n):
+                best = max(best, src[offset + i * step])
+        return best, top_magnitude
+
+    return max_run
+
+
+max_key_run = _max_run_for(True)
+max_value_run = _max_run_for(False)
+
+
+def _literal_flag(flag):
+    """The value of a bool argument typed as a literal (a constant at the call)."""
+    if not isinstance(flag, types.BooleanLiteral):
+        raise TypeError(f"float_bits must be a constant at the call, got {flag}")
+    return flag.literal_value
+
+
+# Kernels reach the max_run and max_columns of their kind of data through these overloads on a
+# literal float_bits, not as captured dispatchers: Numba keys a cached kernel by its closure's
+# pickled contents, and a dispatcher pickles differently in every process (a disk-cache miss each
+# time).
+def max_run(src, offset, n, step, float_bits, best, top_magnitude):
+    """_max_run_for(float_bits)'s max_run; ``float_bits`` a constant."""
+
+
+@overload(max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude):
+    specialised = _max_run_for(_literal_flag(float_bits))
+    return lambda src, offset, n, step, float_bits, best, top_magnitude: specialised(src, offset, n, step, best,
+                                                                                      top_magnitude)
+
+
+@functools.cache
+def _max_columns_for(float_bits):
+    """max_columns(src, offset, step, nrows, width, best, top_magnitude): best[w] and top_magnitude[w]
+    updated (as by _max_run_for(float_bits)) with element w of ``nrows`` (1 or 4) contiguous rows of a
+    tile."""
+
+    @njit_for(float_bits, fastmath=FASTMATH)
+    def max_columns(src, offset, step, nrows, width, best, top_magnitude):
+        r0 = _view(src, offset, offset + width)
+        if nrows == 4:
+            r1 = _view(src, offset + step, offset + step + width)
+            r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+            r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
+            if float_bits:
+                for w in range(width):
+                    best[w] = max(max(best[w], max(float_key(r0[w]), float_key(r1[w]))),
+                                  max(float_key(r2[w]), float_key(r3[w])))
+                    top_magnitude[w] = max(max(top_magnitude[w], max(magnitude_bits(r0[w]), magnitude_bits(r1[w]))),
+                                           max(magnitude_bits(r2[w]), magnitude_bits(r3[w])))
+            else:
+                for w in range(width):
+                    best[w] = max(max(best[w], max(r0[w], r1[w])), max(r2[w], r3[w]))
+        elif float_bits:
+            for w in range(width):
+                best[w] = max(best[w], float_key(r0[w]))
+                top_magnitude[w] = max(top_magnitude[w], magnitude_bits(r0[w]))
+        else:
+            for w in range(width):
+                best[w] = max(best[w], r0[w])
+
+    return max_columns
+
+
+def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude):
+    """_max_columns_for(float_bits)'s max_columns; ``float_bits`` a constant."""
+
+
+@overload(max_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude):
+    specialised = _max_columns_for(_literal_flag(float_bits))
+    return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude: specialised(
+        src, offset, step, nrows, width, best, top_magnitude)
+
+
+def key_to_float64(key, carrier):
+    """The float64 value of a float_key of an element of a ``carrier`` array (a type witness)."""
+
+
+@overload(key_to_float64, jit_options={"fastmath": False})
+def _key_to_float64_impl(key, carrier):
+    width = carrier.dtype.bitwidth
+    magnitude_mask = (1 << (width - 1)) - 1
+    if carrier.dtype == types.float64:
+        return lambda key, carrier: _bits_to_float64(key ^ ((key >> 63) & magnitude_mask))
+    if carrier.dtype == types.float32:
+        return lambda key, carrier: np.float64(
+            _bits_to_float32(np.uint32(key ^ ((key >> 31) & magnitude_mask) & 0xFFFFFFFF)))
+    if carrier.dtype == types.uint16:  # float16 bits
+        return lambda key, carrier: as_float64(np.uint16(key ^ ((key >> 15) & magnitude_mask) & 0xFFFF))
+    if carrier.dtype == types.int16:  # bfloat16 bits
+        return lambda key, carrier: as_float64(np.int16(np.uint16(key ^ ((key >> 15) & magnitude_mask) & 0xFFFF)))
+    return None

@@ -1,0 +1,321 @@
+"""Rows: one kept axis over one reduced axis, each output one run (or a strided column). One kernel
+per (mode, variant) for floats and per (squares, four rows or one) for integers, the variant chosen
+in Python from the geometry (``float_rows_variant``, ``int_rows_four``); log-sum-exp rows take the
+max and the sum of each row in one task.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import njit, prange
+
+from .._runtime import entry
+from .base import MODE_NAMES, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view
+from .columns import _fold
+from .decode import as_float64, as_wide
+from .finish import _combined_sum
+from .integers import (HALVES_BLOCK, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row, _int_runs4,
+                       _squares_run)
+from .maxima import key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
+from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_INT32_ROW,
+                      ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
+                      ONE_STREAM_MIN_LARGE_ROW, _rows_together)
+from .runs import _add_run, _float_row, _float_run, _float_runs4
+from .split_sums import (ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN,
+                         float64_one_pass, float64_run_two_pass)
+from .store import _finish_sum, compensation_block, store_rounded
+
+# Columns of a strided view (float_rows): tasks (chunks of the rows), at most; rows per chunk, at
+# least; rows, at least.
+COLUMN_TASKS = 16
+COLUMN_CHUNK_MIN_ROWS = 64
+# Columns of fewer rows stay one output at a time: neighbouring outputs then find their rows'
+# cache lines still in L1 (every other column of 200x50000 float32: 1.3x the time by rows).
+COLUMN_MIN_ROWS = 128
+
+
+@njit(fastmath=False)
+def _add_strided_row(acc, src, origin, stride, squares, scale):
+    """acc[k] += the term (x * scale, or x * x with ``squares``) of src[origin + k * stride], each k."""
+    row = _view(src, origin, len(src))
+    if not squares:
+        for k in range(acc.size):
+            acc[k] += as_float64(row[k * stride]) * scale
+    else:
+        for k in range(acc.size):
+            v = as_float64(row[k * stride])
+            acc[k] += v * v
+
+
+# The variants of the float row kernel, one kernel each (float_rows_variant picks one per call):
+# strided columns; narrow floats' strided rows, rows one by one, four rows together; float64 rows of
+# one split piece (contiguous, strided), of several pieces, short rows in two passes (contiguous,
+# strided); and the general row (float64 rescaled sums, exp sums).
+(ROWS_COLUMNS, ROWS_STRIDED, ROWS_ONE_BY_ONE, ROWS_FOUR, ROWS_ONE_PASS, ROWS_ONE_PASS_STRIDED, ROWS_PIECES,
+ ROWS_TWO_PASS, ROWS_TWO_PASS_STRIDED, ROWS_GENERAL) = range(10)
+
+
+def float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scale):
+    """The float_rows variant for these rows of ``carrier`` data (the kernels' view of the dtype)."""
+    carrier = np.dtype(carrier)
+    if (mode != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
+            and not (mode == SUM_SQUARES and carrier == np.uint16)):  # (float16 sums of squares)
+        return ROWS_COLUMNS
+    float64 = carrier == np.float64
+    if mode != SUM_EXP and not float64:
+        if step != 1:
+            return ROWS_STRIDED
+        min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
+                                  if carrier.itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
+        if _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 1:
+            return ROWS_ONE_BY_ONE
+        return ROWS_FOUR
+    if (float64 and mode != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
+            and n_reduced >= (ONE_PASS_MIN_ROW if step == 1 else STRIDED_SPLIT_MIN_RUN)):
+        return ROWS_ONE_PASS if step == 1 else ROWS_ONE_PASS_STRIDED
+    if float64 and mode != SUM_EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
+        return ROWS_PIECES
+    if float64 and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
+        return ROWS_TWO_PASS if step == 1 else ROWS_TWO_PASS_STRIDED
+    return ROWS_GENERAL
+
+
+def _float_rows_for(mode, variant):
+    """float_sums for the commonest layout, fixed to one ``mode`` and one ``variant`` (ROWS_*): one
+    output per task, each a single run of ``n_reduced`` elements ``step`` apart (after merging: one
+    kept axis over one reduced axis, no tile, one chunk). The general kernel's per-output set-up (task
+    decoding, run walking) took as long again as rows of 100-1000 elements themselves; here only the
+    run is left. Each variant is a kernel of its own, one parallel loop each: in one kernel, all ten
+    were compiled on every first call."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
+        src, maxima = _borrowed(src), _borrowed(maxima)
+        block = compensation_block(src)
+        if variant == ROWS_COLUMNS:
+            # Columns of a strided view (x[:, ::2] over axis 0): the outputs lie along each row, so
+            # whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed
+            # by the shape: results do not depend on the threads; parts of rows per task, as
+            # tiles, took up to 1.6x as long as one output at a time on 600x20000), summed as
+            # float tiles are (plain sums of up to ``block`` rows, folded compensated), the chunks
+            # combined after. One output at a time, each column through thousands of pages,
+            # every other column of 4000x3000 took 3-4x as long (float32, float64, bfloat16, and
+            # float16 means). Not for float16 sums of squares, which took 2.4-5x as long here
+            # (the same loop outside this kernel ran as fast as the sums; cause not found).
+            nchunks = 1
+            while 2 * nchunks <= COLUMN_TASKS and 2 * nchunks * COLUMN_CHUNK_MIN_ROWS <= n_reduced:
+                nchunks *= 2  # a power of two: an even share for 2, 4, 8 threads
+            rows_per_chunk = -(-n_reduced // nchunks)
+            totals = np.zeros((nchunks, n_kept))  # at most 1/16 of the bytes the input spans
+            comps = np.zeros((nchunks, n_kept))
+            for c in prange(nchunks):
+                acc = np.zeros(n_kept)
+                first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
+                for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
+                    for j in range(j0, min(j0 + block, end)):
+                        _add_strided_row(acc, src, base + j * step, kept_stride, mode == SUM_SQUARES, scale)
+                    _fold(acc, totals[c], comps[c])
+            # each output's partials next to each other, as _combined_sum takes them (folding
+            # into columns of an output-major array instead: up to 1.4x the time)
+            totals = np.ascontiguousarray(totals.T).ravel()
+            comps = np.ascontiguousarray(comps.T).ravel()
+            for k in range(n_kept):
+                store_rounded(result, k, _combined_sum(totals, comps, k, nchunks) / divisor)
+            return
+        if variant == ROWS_STRIDED or variant == ROWS_ONE_BY_ONE or variant == ROWS_FOUR:  # not float64 data
+            # Rows, their plain sums divided here: not through _float_row and _finish_sum,
+            # whose compensation and non-finite test only float64 sums need (the per-row calls cost
+            # 3-4 us on 1000x1000 float32, 2 threads). With float32 rows one at a time
+            # (_rows_together), whole float32 means and sums of squares took 0.83-0.86x the time on
+            # 1000x1000 and 20000x100, 0.91-0.93x on 100000x16; float16 0.80-0.84x on 20000x100
+            # (in-process A/B). Not for SUM_EXP, which is bound by exp, not by memory.
+            # (float32 is the only 4-byte float)
+            if variant == ROWS_STRIDED:  # strided rows, one per task as well: every other element of 100000x32
+                # float16 rows took 0.82-0.85x the time of the loop below with _float_row
+                for k in prange(n_kept):
+                    total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
+                    store_rounded(result, k, total / divisor)
+                return
+            if variant == ROWS_ONE_BY_ONE:  # (_rows_together)
+                for k in prange(n_kept):
+                    total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                    store_rounded(result, k, total / divisor)
+                return
+            # four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
+            # overhead (10000x16 float32 mean: 183 -> 62 us; 32x64x56x56 axes [2,3]: 1.11 -> 0.80 ms)
+            for group in prange(-(-n_kept // 4)):
+                k0 = 4 * group
+                if k0 + 4 <= n_kept:
+                    sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode == SUM_SQUARES,
+                                        scale)
+                    for j in range(4):
+                        store_rounded(result, k0 + j, sums[j] / divisor)
+                else:  # the last 1-3 rows
+                    for k in range(k0, n_kept):
+                        total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                        store_rounded(result, k, total / divisor)
+            return
+        # Float64 rows start from the sigma of the row before in their task (_float64_run_for), so that only
+        # one row in up to sixteen needs a separate first pass over its first piece (float64 1000x1000 rows:
+        # 72 us in tasks of sixteen rows, 79 in tasks of four, 85 before the one-pass split). At least
+        # sixteen tasks remain for the threads.
+        rows_per_task = min(16, max(1, n_kept // 16))
+        if variant == ROWS_ONE_PASS or variant == ROWS_ONE_PASS_STRIDED:
+            # Rows of one split piece, called directly: high + low rounded once is what _float_row's
+            # compensated additions and finish give (as for short rows below). Through _float_row,
+            # float64 1000x1000 and 1000x600 rows took 1.2-1.35x the time (in-process A/B). Strided
+            # rows from STRIDED_SPLIT_MIN_RUN on: every other or every third element of 100000x64,
+            # 100000x128, 20000x100 and 100000x96 rows took 0.51-0.76x the time of a bound and a
+            # split pass each (the branch below).
+            # One call of each split function per loop (here and below): LLVM inlines a function
+            # called once, and a call for each step in one loop left both not inlined: 100000x16
+            # float64 rows took 1.4x the time (2 threads, AMD Zen 4).
+            if variant == ROWS_ONE_PASS:
+                for task in prange(-(-n_kept // rows_per_task)):
+                    sigma = 0.0
+                    for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                        origin = base + k * kept_stride
+                        high, low, sigma = float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
+                                                             mode, sigma)
+                        store_rounded(result, k, (high + low) / divisor)
+                return
+            for task in prange(-(-n_kept // rows_per_task)):
+                sigma = 0.0
+                for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                    origin = base + k * kept_stride
+                    high, low, sigma = float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
+                    store_rounded(result, k, (high + low) / divisor)
+            return
+        if variant == ROWS_PIECES:
+            # Contiguous rows of several split pieces: _add_run called here, from one place in its
+            # own loop, with a literal step, and finished by _finish_sum, as _float_row does (the
+            # same bits). Through _float_row, whose calls LLVM left out of line, 490x2049 rows took
+            # 1.2x the time per element of 500x2000 ones (one piece, above); this way 490x2049,
+            # 250x4000 and 1000x3000 rows take 0.91-0.97x the time of that. A copy of _add_run's
+            # piece loop here saved a further 3-6%: not worth the copy.
+            for task in prange(-(-n_kept // rows_per_task)):
+                sigma = 0.0
+                for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                    total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, mode,
+                                                  1.0)
+                    store_rounded(result, k, _finish_sum(total, comp, mode, divisor, 1.0))
+            return
+        if variant == ROWS_TWO_PASS or variant == ROWS_TWO_PASS_STRIDED:
+            # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass),
+            # called directly; through _float_row and _float64_run_for, 100000x16 rows took 1350 us
+            # where this takes 520-600.
+            # One rounding of high + low is the whole finish: what a compensated addition of low to
+            # high and _finish_sum's total + compensation would give (inf and NaN included), at
+            # 0.85x the time of those two calls on 100000x16 rows (kernels alone).
+            if variant == ROWS_TWO_PASS:
+                for k in prange(n_kept):
+                    origin = base + k * kept_stride
+                    high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
+                    store_rounded(result, k, (high + low) / divisor)
+                return
+            for k in prange(n_kept):
+                origin = base + k * kept_stride
+                high, low = float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
+                store_rounded(result, k, (high + low) / divisor)
+            return
+        for task in prange(-(-n_kept // rows_per_task)):
+            sigma = 0.0
+            for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                shift = maxima[k] if mode == SUM_EXP else scale
+                value, sigma = _float_row(src, base + k * kept_stride, n_reduced, step, mode, shift, sigma, divisor)
+                store_rounded(result, k, value)
+
+    return float_rows
+
+
+def int_rows_four(squares, carrier, n_kept, n_reduced, step):
+    """Whether int_rows reads these rows of ``carrier`` data four at a time (contiguous rows, as
+    float_rows does; 64-bit means: never), rather than one by one."""
+    carrier = np.dtype(carrier)
+    min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+    min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
+    return (step == 1 and (squares or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
+            and _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 4)
+
+
+def _int_rows_for(squares, four):
+    """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here)
+    or the wrapping sum of squares, and to reading rows four at a time or one by one (int_rows_four):
+    one parallel loop per kernel. No per-output arrays or chunk partials. The kernel computes uint64
+    two's-complement bits; storing them into the input dtype keeps the low bits."""
+
+    def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
+        src = _borrowed(src)
+        count = _U64(n_reduced)
+        if four:
+            for group in prange(-(-n_kept // 4)):
+                k0 = 4 * group
+                if k0 + 4 <= n_kept:
+                    sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, squares)
+                    for j in range(4):
+                        if squares:
+                            result[k0 + j] = sums[j]
+                        else:  # the int64 sum, sign-extended to 128 bits
+                            result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
+                else:  # the last 1-3 rows
+                    for k in range(k0, n_kept):
+                        if squares:
+                            result[k] = _squares_run(src, base + k * kept_stride, n_reduced, 1)
+                        else:
+                            result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, 1, count)
+            return
+        # rows one after another (ONE_STREAM_ROWS), strided rows, and 64-bit means
+        for k in prange(n_kept):
+            if squares:
+                result[k] = _squares_run(src, base + k * kept_stride, n_reduced, step)
+            else:
+                result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, step, count)
+
+    return int_rows
+
+
+def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_reduced, step, result):
+    """Float log-sum-exp of the single-run layout (float_rows), the max and the sum of each row in
+    one task: the row is read twice while it is in the cache, and no maxima array is written and
+    read back. ``keys`` is src's memory viewed as signed integers (max_keys). Separate max_keys and
+    float_rows passes took 2.6 ms on 100000x16 float32 (torch: 1.6 ms), most of it the per-row set-up
+    of the general max kernel."""
+    src, keys = _borrowed(src), _borrowed(keys)
+    carrier = src[:0]
+    for k in prange(n_kept):
+        origin = base + k * kept_stride
+        lowest = lowest_key(keys[origin])
+        best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest))
+        maximum = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(best), carrier)
+        store_rounded(result, k, _float_row(src, origin, n_reduced, step, SUM_EXP, maximum, 0.0, 1.0)[0])
+
+
+def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_max, result):
+    """Integer log-sum-exp of the single-run layout, the max and the sum of each row in one task (as
+    float_rows_log_sum_exp), into ``result`` of the input dtype; False if a result does not fit it
+    (``type_max``), for the caller to raise (as kernels.serial.serial_int_log_sum_exp)."""
+    src = _borrowed(src)
+    fits = np.empty(n_kept, dtype=np.bool_)
+    for k in prange(n_kept):
+        origin = base + k * kept_stride
+        lowest = lowest_key(src[origin])
+        top = as_wide(max_value_run(src, origin, n_reduced, step, lowest, lowest)[0])
+        total = _int_exp_run(src, origin, n_reduced, step, top)
+        result[k], fits[k] = _int_log_sum_exp(top, total, n_reduced, type_max)
+    return fits.all()
+
+
+@functools.cache
+def float_rows(mode, variant):
+    """(serial, parallel) float_rows kernels of one mode and variant (ROWS_*), made on first use."""
+    name = f"float_rows_{MODE_NAMES[mode]}_{variant}"
+    fn = _float_rows_for(mode, variant)
+    return entry(fn, name=name), entry(fn, name=name, parallel=True)
+
+
+@functools.cache
+def int_rows(squares, four):
+    """(serial, parallel) int_rows kernels: sums of squares or means, four rows at a time or one."""
+    name = f"int_rows_{'sum_squares' if squares else 'mean'}{'_four' if four else ''}"
+    fn = _int_rows_for(squares, four)
+    return entry(fn, name=name), entry(fn, name=name, parallel=True)

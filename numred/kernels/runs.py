@@ -1,0 +1,243 @@
+"""One run of the reduced elements of an output: its float64 sum of the operator's term (plain for
+narrower floats, split sums for float64), added compensated to a running total (``_add_run``),
+and a whole row finished (``_float_row``). Each is compiled per literal mode, float64 or not, and
+contiguous or not.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from .base import FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _is_one, _literal_mode, _view, njit_for
+from .decode import as_float64, pair_sums, pair_sums4
+from .exp import exp_nonpositive
+from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
+                      STRIDED_LANES_MIN_RUN, every_other_span)
+from .split_sums import SPLIT_PIECE, _kept_if, float64_run
+from .states import add_compensated
+from .store import _finish_sum, compensation_block
+
+
+@njit(fastmath=FASTMATH)
+def _float_runs4(src, first, gap, n, squares, shift):
+    """The plain float64 sums (of x * shift, or of x * x with ``squares``) of four contiguous runs of
+    ``n`` elements starting ``gap`` apart, read together: four memory streams."""
+    a = _view(src, first, first + n)
+    b = _view(src, first + gap, first + gap + n)
+    c = _view(src, first + 2 * gap, first + 2 * gap + n)
+    d = _view(src, first + 3 * gap, first + 3 * gap + n)
+    s0, s1, s2, s3, n_read = pair_sums4(a, b, c, d, n, squares, shift)  # bfloat16: two per load
+    if n_read:
+        a, b, c, d = a[n_read:], b[n_read:], c[n_read:], d[n_read:]  # the last element of each, below
+        n -= n_read
+    if not squares:
+        for i in range(n):
+            s0 += as_float64(a[i]) * shift
+            s1 += as_float64(b[i]) * shift
+            s2 += as_float64(c[i]) * shift
+            s3 += as_float64(d[i]) * shift
+    else:
+        for i in range(n):
+            va, vb, vc, vd = as_float64(a[i]), as_float64(b[i]), as_float64(c[i]), as_float64(d[i])
+            s0 += va * va
+            s1 += vb * vb
+            s2 += vc * vc
+            s3 += vd * vd
+    return s0, s1, s2, s3
+
+
+def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
+    """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
+    the sigma of its last split piece: float64 sums and sums of squares nearly exactly in equal pieces
+    of at most SPLIT_PIECE (_float64_run_for; ``sigma`` is the previous piece's), float64 exp sums plainly
+    in pieces of BLOCK, and narrower floats plainly at once."""
+
+
+@functools.cache
+def _add_run_for(mode, float64, contiguous):
+    """_add_run for one ``mode``, for float64 data or not, and for contiguous runs (a literal step 1
+    at the call) or any, constants: the other modes' loops, the other data's path and, for
+    contiguous runs, the float64 strided passes are pruned."""
+
+    @njit_for(mode, float64, contiguous, fastmath=False)
+    def add_run(total, comp, sigma, src, offset, n, step, shift):
+        block = compensation_block(src)
+        if float64 and mode != SUM_EXP:
+            # equal pieces, no short last one (4160: 3 x 1387, not 2 x 2048 + 64); no divisions for one
+            piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
+            for b in range(0, n, piece):
+                if contiguous:
+                    high, low, sigma = float64_run(src, offset + b, min(piece, n - b), 1, mode, shift, sigma)
+                else:
+                    high, low, sigma = float64_run(src, offset + b * step, min(piece, n - b), step, mode, shift,
+                                                   sigma)
+                total, comp = add_compensated(total, comp, high)
+                total, comp = add_compensated(total, comp, low)
+            return total, comp, sigma
+        for b in range(0, n, block):
+            total, comp = add_compensated(total, comp, _float_run(src, offset + b * step, min(block, n - b), step, mode,
+                                                            shift))
+        return total, comp, sigma
+
+    return add_run
+
+
+@overload(_add_run, prefer_literal=True, inline="always", jit_options={"fastmath": False})
+def _add_run_by_mode(total, comp, sigma, src, offset, n, step, mode, shift):
+    specialised = _add_run_for(_literal_mode(mode), src.dtype == types.float64, _is_one(step))
+
+    def call(total, comp, sigma, src, offset, n, step, mode, shift):
+        return specialised(total, comp, sigma, src, offset, n, step, shift)
+
+    return call
+
+
+# The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
+# vectorising it, and it does not unswitch three-way branches by itself.
+def _float_run(src, offset, n, step, mode, shift):
+    """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
+    scale), x * x (SUM_SQUARES), or exp(x - shift) (SUM_EXP; shift is the max)."""
+
+
+@functools.cache
+def _float_run_for(mode):
+    """_float_run for one ``mode``, a constant: the other modes' loops are pruned."""
+
+    @njit_for(mode, fastmath=FASTMATH)
+    def float_run(src, offset, n, step, shift):
+        acc = 0.0
+        if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
+            quarter = n // 4
+            s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode == SUM_SQUARES, shift)
+            acc = (s0 + s1) + (s2 + s3)
+            offset += 4 * quarter
+            n -= 4 * quarter
+        if step == 1:
+            run = _view(src, offset, offset + n)
+            if mode != SUM_EXP:  # bfloat16: two elements per load
+                pairs, n_read = pair_sums(run, n, mode == SUM_SQUARES, shift)
+                if n_read:
+                    acc += pairs
+                    run = run[n_read:]  # the last element of an odd run, below
+                    n -= n_read
+            if mode == SUM:
+                for i in range(n):
+                    acc += as_float64(run[i]) * shift
+            elif mode == SUM_SQUARES:
+                for i in range(n):
+                    v = as_float64(run[i])
+                    acc += v * v
+            else:
+                for i in range(n):
+                    acc += exp_nonpositive(as_float64(run[i]) - shift)
+        else:
+            if mode != SUM_EXP and step == 2 and n >= EVERY_OTHER_MIN_RUN:
+                # every other element, read over the whole span (_every_other_sum): in-process against
+                # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
+                # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
+                span = _view(src, offset, offset + every_other_span(src, offset, n))
+                return _every_other_sum(span, mode == SUM_SQUARES, shift)
+            if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
+                # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
+                # vectorised, and as one chain of dependent additions every other or every third element
+                # of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES sums held in an array
+                # (100000x256 every other: 2.5-3x). Scalar sums did not do it (reassociation may fold
+                # them back into one chain). Not for the 16-bit floats, whose conversions bound the loop
+                # already (float16 1.8x the time, bfloat16 0.75x or 1.2x from one build to the next),
+                # nor for exp sums (1.2-2.7x: bound by the exp), nor for short runs (the array cost more
+                # than it saved: 2x on rows of 16).
+                run = src[offset:offset + (n - 1) * step + 1:step]
+                lanes = np.zeros(STRIDED_LANES)
+                whole = n - n % STRIDED_LANES
+                if mode == SUM:
+                    for i0 in range(0, whole, STRIDED_LANES):
+                        for j in range(STRIDED_LANES):
+                            lanes[j] += as_float64(run[i0 + j]) * shift
+                    for i in range(whole, n):
+                        acc += as_float64(run[i]) * shift
+                else:
+                    for i0 in range(0, whole, STRIDED_LANES):
+                        for j in range(STRIDED_LANES):
+                            v = as_float64(run[i0 + j])
+                            lanes[j] += v * v
+                    for i in range(whole, n):
+                        v = as_float64(run[i])
+                        acc += v * v
+                return acc + lanes.sum()
+            if mode == SUM:
+                for i in range(n):
+                    acc += as_float64(src[offset + i * step]) * shift
+            elif mode == SUM_SQUARES:
+                for i in range(n):
+                    v = as_float64(src[offset + i * step])
+                    acc += v * v
+            else:
+                for i in range(n):
+                    acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)
+        return acc
+
+    return float_run
+
+
+@overload(_float_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _float_run_by_mode(src, offset, n, step, mode, shift):
+    specialised = _float_run_for(_literal_mode(mode))
+
+    def call(src, offset, n, step, mode, shift):
+        return specialised(src, offset, n, step, shift)
+
+    return call
+
+
+@njit(fastmath=FASTMATH)
+def _every_other_sum(span, squares, shift):
+    """_float_run's plain float64 sum (of x * shift, or of x * x with ``squares``) of the even elements of ``span``
+    (every_other_span), as _split_pass_every_other reads them: the whole span, vectorised, the
+    terms of the elements in between zeroed by their bits."""
+    acc = 0.0
+    if not squares:  # the term zeroed, not the element: a float32 one became a masked load (2x the time)
+        for i in range(span.size):
+            acc += _kept_if(as_float64(span[i]) * shift, (i & 1) - 1)
+        return acc
+    for i in range(span.size):
+        v = as_float64(span[i])
+        acc += _kept_if(v * v, (i & 1) - 1)
+    return acc
+
+
+def _float_row(src, origin, n, step, mode, shift, sigma, divisor):
+    """One output of float_rows over its run, finished (_finish_sum), and the sigma its float64 split
+    sums ended with (_add_run; ``sigma`` is the one to start from)."""
+
+
+@functools.cache
+def _float_row_for(mode, float64):
+    """_float_row for one ``mode`` and for float64 data or not, constants: the other modes' loops and
+    the other data's path are pruned."""
+
+    @njit_for(mode, float64, fastmath=False)
+    def float_row(src, origin, n, step, shift, sigma, divisor):
+        total = 0.0
+        comp = 0.0
+        if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+            if not float64:  # narrower floats: one plain float64 sum
+                total = _float_run(src, origin, n, step, mode, shift)
+            else:
+                total, comp, sigma = _add_run(total, comp, sigma, src, origin, n, step, mode, shift)
+        return _finish_sum(total, comp, mode, divisor, shift), sigma
+
+    return float_row
+
+
+@overload(_float_row, prefer_literal=True, inline="always", jit_options={"fastmath": False})
+def _float_row_by_mode(src, origin, n, step, mode, shift, sigma, divisor):
+    specialised = _float_row_for(_literal_mode(mode), src.dtype == types.float64)
+
+    def call(src, origin, n, step, mode, shift, sigma, divisor):
+        return specialised(src, origin, n, step, shift, sigma, divisor)
+
+    return call

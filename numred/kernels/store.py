@@ -1,0 +1,113 @@
+"""Finishing and storing a result: the one rounding from the float64 value to the output dtype
+(float32, float64, float16 and bfloat16 bits, integers), and the finish of a compensated sum
+(divide, or max + log).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from .base import BLOCK, NEVER, SUM_EXP, _float32_to_bits
+from .states import compensated_value
+
+
+def compensation_block(src):
+    """How many terms a plain float64 accumulator may take before it is folded into the compensated
+    total: 256 for float64 data (column sums of tiles, and exp sums; its sums along runs are nearly
+    exact instead, _float64_run_for); for narrower floats a float64 accumulator is already far more exact
+    than the output, so never."""
+
+
+@overload(compensation_block, jit_options={"fastmath": False})
+def _compensation_block_impl(src):
+    if src.dtype == types.float64:
+        return lambda src: BLOCK
+    return lambda src: NEVER
+
+
+@njit(fastmath=False)
+def _round_to_odd_float32_bits(value):
+    """The bits of float64 ``value`` (not NaN) rounded to float32 with round-to-odd: inexact results
+    get an odd last bit; beyond float32's range, the largest finite value. Rounding those once more,
+    to a format of at most 11 significant bits, rounds ``value`` itself correctly, where plain
+    rounding through float32 would round twice (ml_dtypes rounds float64 -> bfloat16 that way)."""
+    nearest = np.float32(value)  # beyond float32's range, inf
+    word = _float32_to_bits(nearest)
+    wide = np.float64(nearest)
+    if wide != value and math.isfinite(value):  # inexact: step to the odd neighbour toward zero
+        if abs(wide) > abs(value):
+            word -= np.uint32(1)  # sign-magnitude: toward zero is one less on the magnitude
+        word |= np.uint32(1)
+    return word
+
+
+@njit(fastmath=False)
+def _float32_bits_to_half_bits(word):
+    """float32 bits (not NaN) -> float16 bits, rounded to nearest-even, in integer arithmetic."""
+    sign = (word >> np.uint32(16)) & np.uint32(0x8000)
+    magnitude = word & np.uint32(0x7FFFFFFF)
+    if magnitude >= np.uint32(0x47800000):  # 2**16 or more: inf
+        return np.uint16(sign | np.uint32(0x7C00))
+    if magnitude >= np.uint32(0x38800000):  # a normal half (from 2**-14): rebias, round on the bits;
+        # a carry out of the mantissa steps the exponent, up to inf for [65520, 65536)
+        odd = (magnitude >> np.uint32(13)) & np.uint32(1)
+        return np.uint16(sign | ((magnitude - np.uint32(112 << 23) + np.uint32(0xFFF) + odd) >> np.uint32(13)))
+    # a subnormal half or zero: the significand in units of 2**-24, shifted with ties to even
+    exponent = max(np.int64(magnitude >> np.uint32(23)), 1)
+    significand = np.uint64(magnitude & np.uint32(0x7FFFFF))
+    if magnitude >= np.uint32(0x800000):
+        significand |= np.uint64(0x800000)  # the implicit bit of a normal float32
+    shift = 126 - exponent  # at least 14
+    if shift > 40:
+        return np.uint16(sign)
+    odd = (significand >> np.uint64(shift)) & np.uint64(1)
+    half = (significand + (np.uint64(1) << np.uint64(shift - 1)) - np.uint64(1) + odd) >> np.uint64(shift)
+    return np.uint16(sign | np.uint32(half))
+
+
+def store_rounded(result, k, value):
+    """result[k] = float64 ``value`` rounded once to the output dtype. float32 and float64 results
+    are float arrays (the store rounds). float16 and bfloat16 results travel as their bits, in the
+    carrier dtypes of the input (uint16: float16, int16: bfloat16), rounded here; ml_dtypes would
+    round bfloat16 through float32, twice, and NumPy passes over small results cost microseconds."""
+
+
+@overload(store_rounded, jit_options={"fastmath": False})
+def _store_rounded_impl(result, k, value):
+    if isinstance(result.dtype, types.Float):
+        def store(result, k, value):
+            result[k] = value
+    elif result.dtype == types.uint16:  # float16
+        def store(result, k, value):
+            if math.isnan(value):
+                result[k] = np.uint16(0x7E00)
+            else:
+                result[k] = _float32_bits_to_half_bits(_round_to_odd_float32_bits(value))
+    elif result.dtype == types.int16:  # bfloat16
+        def store(result, k, value):
+            if math.isnan(value):
+                result[k] = np.int16(0x7FC0)
+            else:
+                word = _round_to_odd_float32_bits(value)
+                result[k] = np.int16(np.uint16(
+                    (word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)))
+    elif result.dtype in (types.int32, types.uint32):  # means of 32-bit integer tiles (EXACT_FLOAT_INT_COUNT)
+        def store(result, k, value):
+            result[k] = np.int64(value)  # float -> int truncates toward zero
+    else:
+        return None
+    return store
+
+
+@njit(fastmath=False)
+def _finish_sum(total, comp, mode, divisor, maximum):
+    """The result of one output from its compensated sum: sum / divisor (SUM, SUM_SQUARES), or
+    max + log(sum) for SUM_EXP, where a non-finite max (NaN, +inf, or -inf for an all -inf set) is
+    the answer itself. Stored into the result array, it is rounded once to its dtype."""
+    value = compensated_value(total, comp)
+    if mode == SUM_EXP:
+        return maximum + math.log(value) if math.isfinite(maximum) else maximum
+    return value / divisor

@@ -1,0 +1,201 @@
+"""Tiles: a leading reduced axis over contiguous kept elements, one tile per task; narrow tiles (rows
+of 2-64 outputs back to back) read as blocks of rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .base import BLOCK, FASTMATH, NEVER, SUM_SQUARES, _U64, _borrowed, _view
+from .columns import _float_columns, _fold
+from .decode import as_float64
+from .integers import (_add_halves128, _int_columns, _int_columns4, _int_columns8, _int_mean,
+                       low_accumulators, narrow_int)
+from .store import _finish_sum, compensation_block, store_rounded
+
+# Tiles of a few contiguous outputs whose rows lie back to back (256x1024x8 over axis 1, NHWC data
+# with few channels over its spatial axes): each outer output block is one contiguous run, whose
+# element p belongs to output p % width. For widths dividing NARROW_ROW the run is read as rows of
+# NARROW_ROW (a literal: LLVM then keeps a row in eight vector registers) into one accumulator per
+# position, folded into the columns at the end (_narrow_block_sums). With wide rows of a width known
+# only at run time (float_sums), 256x1024x8 float32 means took 1.2-1.9x the time, 1000x500x4
+# 1.9-2.4x (whole calls, in-process A/B).
+NARROW_ROW = 64
+# Only blocks of up to this many elements: larger ones read as fast as wide rows (float_sums) or
+# faster (32x56x56x64 over axes [1, 2], blocks of 200704 elements: float32 0.98-1.33x, float64
+# 1.14-1.37x the time of wide rows, in-process A/B; four quarters of a block at once instead of
+# neighbouring rows did not close it for float64).
+NARROW_MAX_BLOCK = 1 << 16
+# 64-bit data (float64, int64, uint64) only in blocks of up to this many elements (64 KiB): float64
+# on 1000x500x4, 256x1024x8, 2048x300x2 and 800x1000x4 took 0.31-0.88x the time of wide rows, but
+# 64x1000x32 (blocks of 32000) 1.23x, 100x2000x16 2.2x and 200x4000x4 1.1x (in-process A/B; float32
+# on the same shapes 0.55-0.9x). int64 and uint64 (_int_tiles_for) the same way: 0.38-0.77x the time
+# of int_sums on the four, but 100x2000x16 1.2-1.7x.
+NARROW_64BIT_MAX_BLOCK = 1 << 13
+# A task of float_tiles takes whole narrow blocks, enough for this many elements, while that leaves
+# FEW_NARROW_TASKS tasks.
+NARROW_TASK_ELEMENTS = 1 << 14
+FEW_NARROW_TASKS = 16
+
+
+@njit(fastmath=False)
+def narrow_tile(n_inner, tile, n_reduced, step):
+    """Whether float_tiles reads each outer block as one run of NARROW_ROW-element rows (the plan
+    asks through ``narrow_tile.py_func``): a tile that is the whole kept row, of a width dividing
+    NARROW_ROW, whose rows lie back to back, in blocks of at most NARROW_MAX_BLOCK elements."""
+    return tile == n_inner == step and NARROW_ROW % n_inner == 0 and n_reduced * n_inner <= NARROW_MAX_BLOCK
+
+
+@njit(fastmath=FASTMATH)
+def _narrow_rows4(run, first, squares, scale, acc):
+    """acc[l] += the terms (x * scale, or x * x with ``squares``) of the four NARROW_ROW-element rows
+    of ``run`` from ``first`` on, summed as a tree."""
+    a = run[first:first + NARROW_ROW]
+    b = run[first + NARROW_ROW:first + 2 * NARROW_ROW]
+    c = run[first + 2 * NARROW_ROW:first + 3 * NARROW_ROW]
+    d = run[first + 3 * NARROW_ROW:first + 4 * NARROW_ROW]
+    if not squares:  # each term scaled, as in _float_columns
+        for l in range(NARROW_ROW):
+            acc[l] += ((as_float64(a[l]) * scale + as_float64(b[l]) * scale)
+                       + (as_float64(c[l]) * scale + as_float64(d[l]) * scale))
+    else:
+        for l in range(NARROW_ROW):
+            va, vb, vc, vd = as_float64(a[l]), as_float64(b[l]), as_float64(c[l]), as_float64(d[l])
+            acc[l] += (va * va + vb * vb) + (vc * vc + vd * vd)
+
+
+@njit(fastmath=FASTMATH)
+def _narrow_block_sums(src, offset, n, mode, scale, acc):
+    """acc[l] += the terms (as in _float_run; SUM or SUM_SQUARES) of src[offset + p] for 0 <= p < n
+    and p % NARROW_ROW == l: four rows per step (one row per step took 4x the time: each
+    accumulator waits on its own store), then single rows and the last part."""
+    run = _view(src, offset, offset + n)
+    p = 0
+    while p + 4 * NARROW_ROW <= n:
+        _narrow_rows4(run, p, mode == SUM_SQUARES, scale, acc)
+        p += 4 * NARROW_ROW
+    while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
+        _float_columns(src, offset + p, NARROW_ROW, 1, min(NARROW_ROW, n - p), mode, scale, acc[:0], 0, acc)
+        p += NARROW_ROW
+
+
+def _float_tiles_for(mode):
+    """float_sums for the commonest tile layout, fixed to one ``mode`` (SUM or SUM_SQUARES) and to
+    uncompensated data (not float64, but for narrow tiles, NARROW_ROW): one reduced axis of
+    ``n_reduced`` rows ``step`` apart over ``n_outer`` x ``n_inner`` outputs, the inner ones
+    contiguous and cut into tiles of ``tile``, one chunk, and no wide rows (_rows_per_wide_row is
+    1) or narrow rows (narrow_tile). Without the general kernel's run walking and per-task set-up,
+    the kernel alone took 0.91-0.99x its time on 1000x1000 float32 axis 0 and 0.70-0.88x on
+    32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B)."""
+
+    def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, result):
+        src = _borrowed(src)
+        if narrow_tile(n_inner, tile, n_reduced, step):
+            n = n_reduced * n_inner
+            compensated = compensation_block(src) < NEVER
+            # several small blocks per task: its arrays are allocated once
+            per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
+            for task in prange(-(-n_outer // per_task)):
+                acc = np.zeros(NARROW_ROW)
+                totals = np.zeros(n_inner if compensated else 0)
+                comps = np.zeros(n_inner if compensated else 0)
+                for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
+                    offset = base + outer * outer_stride
+                    if compensated:  # float64: plain sums of BLOCK terms per accumulator, folded as float_sums does
+                        totals[:] = 0.0
+                        comps[:] = 0.0
+                        for p in range(0, n, BLOCK * NARROW_ROW):
+                            _narrow_block_sums(src, offset + p, min(BLOCK * NARROW_ROW, n - p), mode, scale, acc)
+                            _fold(acc, totals, comps)
+                        for w in range(n_inner):
+                            store_rounded(result, outer * n_inner + w,
+                                          _finish_sum(totals[w], comps[w], mode, divisor, 0.0))
+                    else:  # (a compensated fold per block took 1.3-1.8x the time on 1000x500x4 float32)
+                        _narrow_block_sums(src, offset, n, mode, scale, acc)
+                        for w in range(n_inner):
+                            total = 0.0
+                            for j in range(w, NARROW_ROW, n_inner):
+                                total += acc[j]
+                                acc[j] = 0.0
+                            store_rounded(result, outer * n_inner + w, total / divisor)
+            return
+        tiles_per_row = (n_inner + tile - 1) // tile
+        for task in prange(n_outer * tiles_per_row):
+            outer = np.int64(task) // tiles_per_row  # a prange index may be unsigned
+            k0 = (np.int64(task) - outer * tiles_per_row) * tile
+            width = min(tile, n_inner - k0)
+            offset = base + outer * outer_stride + k0
+            acc = np.zeros(width)
+            no_maxima = acc[:0]  # (SUM_EXP's)
+            j = 0
+            while j + 8 <= n_reduced:  # eight rows per call, then four, then one (_float_columns)
+                _float_columns(src, offset + j * step, step, 8, width, mode, scale, no_maxima, 0, acc)
+                j += 8
+            if j + 4 <= n_reduced:
+                _float_columns(src, offset + j * step, step, 4, width, mode, scale, no_maxima, 0, acc)
+                j += 4
+            while j < n_reduced:
+                _float_columns(src, offset + j * step, step, 1, width, mode, scale, no_maxima, 0, acc)
+                j += 1
+            first = outer * n_inner + k0
+            for w in range(width):
+                store_rounded(result, first + w, acc[w] / divisor)  # (plain sums: no _finish_sum, as float_rows)
+
+    return float_tiles
+
+
+def _int_tiles_for(squares):
+    """int_sums for narrow tiles (narrow_tile), fixed to the wrapping sum of squares (``squares``) or
+    the exact mean of 64-bit data (32-bit means take float_tiles: _compute._int_mean_by_float_tiles),
+    reading each outer block of n_reduced x n_inner contiguous elements as float_tiles does: as rows
+    of NARROW_ROW (eight at a time for squares, four for the halves of means) into NARROW_ROW column
+    accumulators, folded into the outputs at the end and finished into uint64 bits as int_rows does.
+    int_sums read these blocks as wide rows of a width known only at run time, with arrays per outer
+    block: int32 sums of squares took 1.5-2.6x float32's time. (With the fold through _fold_halves
+    and per-task output arrays, 2048x300x2 int32 sums of squares took 2.4-2.8x as long in processes
+    that loaded the kernel from the disk cache as in the one that compiled it.)"""
+
+    def int_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, result):
+        src = _borrowed(src)
+        n = n_reduced * n_inner
+        count = _U64(n_reduced)
+        per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
+        for task in prange(-(-n_outer // per_task)):
+            # the low halves (or wrapping squares) and high halves of each column, as in int_sums
+            low_acc = low_accumulators(src, NARROW_ROW)
+            high_acc = np.zeros(0 if squares else NARROW_ROW, dtype=np.int64)
+            for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
+                offset = base + outer * outer_stride
+                p = 0
+                if squares:
+                    while p + 8 * NARROW_ROW <= n:
+                        _int_columns8(src, offset + p, NARROW_ROW, NARROW_ROW, squares, low_acc, high_acc)
+                        p += 8 * NARROW_ROW
+                while p + 4 * NARROW_ROW <= n:
+                    first = offset + p
+                    _int_columns4(_view(src, first, first + NARROW_ROW),
+                                  _view(src, first + NARROW_ROW, first + 2 * NARROW_ROW),
+                                  _view(src, first + 2 * NARROW_ROW, first + 3 * NARROW_ROW),
+                                  _view(src, first + 3 * NARROW_ROW, first + 4 * NARROW_ROW),
+                                  squares, low_acc, high_acc)
+                    p += 4 * NARROW_ROW
+                while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
+                    _int_columns(_view(src, offset + p, offset + min(p + NARROW_ROW, n)), squares, low_acc, high_acc)
+                    p += NARROW_ROW
+                for w in range(n_inner):  # output w's columns are w, w + n_inner, ...
+                    low = _U64(0)
+                    high = _U64(0)
+                    for j in range(w, NARROW_ROW, n_inner):
+                        if squares:
+                            low += low_acc[j]
+                        elif narrow_int(src):  # whole values in high_acc (_int_columns), split here
+                            whole = high_acc[j]
+                            low, high = _add_halves128(low, high, _U64(whole) & _U64(0xFFFFFFFF), whole >> 32)
+                            high_acc[j] = 0
+                        else:
+                            low, high = _add_halves128(low, high, low_acc[j], high_acc[j])
+                            high_acc[j] = 0
+                        low_acc[j] = 0
+                    result[outer * n_inner + w] = low if squares else _int_mean(low, high, count)
+
+    return int_tiles
