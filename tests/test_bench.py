@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from numred import bench
+from numred import _bench_cases, _bench_output, _bench_peers, _bench_timing, bench
 
 TINY_CASES = (bench.Case((3, 2, 2), (1,)), bench.Case((16, 24), None))
 
@@ -125,8 +125,8 @@ def test_times_in_turns_keeps_the_median_block(monkeypatch):
             raise RuntimeError("no kernel for this")
         return script[name][sum(c == name for c in calls) - 1]
 
-    monkeypatch.setattr(bench, "median_time", fake_median_time)
-    monkeypatch.setattr(bench, "SLOW_CALL", 10.0)
+    monkeypatch.setattr(_bench_timing, "median_time", fake_median_time)
+    monkeypatch.setattr(_bench_timing, "SLOW_CALL", 10.0)
     done = []
     fns = {name: (lambda name=name: name) for name in script}
     got = bench.times_in_turns(fns, bench.DEFAULT_POLICY, 3, lambda: done.append(1))
@@ -138,8 +138,8 @@ def test_times_in_turns_keeps_the_median_block(monkeypatch):
 
 def test_times_in_turns_waits_for_quiet_before_every_block(monkeypatch):
     events = []
-    monkeypatch.setattr(bench, "wait_for_quiet", lambda: events.append("quiet"))
-    monkeypatch.setattr(bench, "median_time", lambda fn, policy: events.append(fn()) or 1e-3)
+    monkeypatch.setattr(_bench_timing, "wait_for_quiet", lambda: events.append("quiet"))
+    monkeypatch.setattr(_bench_timing, "median_time", lambda fn, policy: events.append(fn()) or 1e-3)
     bench.times_in_turns({"a": lambda: "a", "b": lambda: "b"}, bench.DEFAULT_POLICY, 2, lambda: None)
     assert events == ["quiet", "a", "quiet", "b"] * 2
 
@@ -157,8 +157,8 @@ def test_wait_for_quiet_waits_while_a_thread_of_the_process_spins():
     spinner.start()
     waited = bench.wait_for_quiet()
     spinner.join()
-    assert waited is not None and 0.15 <= waited < bench.QUIET_MAX
-    spinner = threading.Thread(target=_spin, args=(bench.QUIET_MAX + 0.3,))
+    assert waited is not None and 0.15 <= waited < _bench_timing.QUIET_MAX
+    spinner = threading.Thread(target=_spin, args=(_bench_timing.QUIET_MAX + 0.3,))
     spinner.start()
     assert bench.wait_for_quiet() is None  # gives up rather than waiting for ever
     spinner.join()
@@ -196,12 +196,12 @@ class _Tty(io.StringIO):
 def test_progress_bar_only_on_a_terminal_with_tqdm(monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
-    assert isinstance(bench.make_progress(3, out, enabled=True), bench._NoProgress)
+    assert isinstance(bench.make_progress(3, out, enabled=True), _bench_output._NoProgress)
     monkeypatch.setattr(sys, "stderr", _Tty())
-    assert isinstance(bench.make_progress(3, out, enabled=False), bench._NoProgress)
+    assert isinstance(bench.make_progress(3, out, enabled=False), _bench_output._NoProgress)
     monkeypatch.setitem(sys.modules, "tqdm", None)  # tqdm not installed: plain rows
     p = bench.make_progress(3, out, enabled=True)
-    assert isinstance(p, bench._NoProgress)
+    assert isinstance(p, _bench_output._NoProgress)
     p.update()
     p.write("row")
     p.close()
@@ -213,7 +213,7 @@ def test_progress_bar_goes_to_stderr(monkeypatch):
     err, out = _Tty(), io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
     p = bench.make_progress(2, out, enabled=True)
-    assert isinstance(p, bench._TqdmProgress)
+    assert isinstance(p, _bench_output._TqdmProgress)
     p.set_postfix_str("ReduceMean 3x2x2 axes 1: numpy")
     p.update()
     p.write("a table row")
@@ -236,7 +236,7 @@ def test_more_runs_the_extra_layouts_after_the_standard_ones(monkeypatch, tmp_pa
     # place by numred and handed as it is to every peer, whose results are checked as usual
     strided = bench.Case((8, 24), (1,), step=3)
     x = strided.make(np.dtype(np.float32))
-    wide = bench.make_input((8, 72), np.dtype(np.float32))
+    wide = _bench_cases.make_input((8, 72), np.dtype(np.float32))
     assert x.shape == (8, 24) and not x.flags.c_contiguous and np.array_equal(x, wide[:, ::3])
     assert strided.shape_label() == "8x24/3"
     assert all(c.size < 1 << 24 for c in bench.MORE_CASES)  # all of them in --quick runs too
@@ -257,7 +257,7 @@ def test_more_runs_the_extra_layouts_after_the_standard_ones(monkeypatch, tmp_pa
 @pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int32", "uint64"])
 def test_make_input(name):
     dtype = bench.dtype_from_name(name)
-    x = bench.make_input((5, 7), dtype)
+    x = _bench_cases.make_input((5, 7), dtype)
     assert x.dtype == dtype and x.shape == (5, 7) and x.flags.c_contiguous
     if dtype.kind == "f" or name == "bfloat16":
         # the same values as a single float32 draw, rounded
@@ -273,7 +273,7 @@ def test_plain_parallel_sum():
 
 def test_torch_peer_unsupported_case_is_an_error_not_a_crash():
     pytest.importorskip("torch")
-    peer = bench.TorchPeer()
+    peer = _bench_peers.TorchPeer()
     assert peer.load() is None
     mean = next(op for op in bench.OPS if op.onnx_name == "ReduceMean")
     fn = peer.prepare(mean, np.arange(6, dtype=np.int32).reshape(2, 3), (1,))
@@ -309,7 +309,7 @@ def test_dtype_rates_refuses_plot(capsys, tmp_path):
     assert status == 2 and "--dtype-rates" in capsys.readouterr().err
 
 
-class _WrongPeer(bench.Peer):
+class _WrongPeer(_bench_peers.Peer):
     """The fastest peer there can be (its answer is computed in prepare) and a wrong one: numred's
     integer mean plus two, at least 1 away from the real mean whichever way it was rounded."""
 
@@ -325,7 +325,7 @@ class _WrongPeer(bench.Peer):
 def test_a_peer_with_other_answers_is_marked_and_never_the_best(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "CASES", TINY_CASES)
     monkeypatch.setattr(bench, "QUICK_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
-    monkeypatch.setattr(bench, "PEERS", [bench.NumPyPeer(), _WrongPeer()])
+    monkeypatch.setattr(bench, "PEERS", [_bench_peers.NumPyPeer(), _WrongPeer()])
     json_path = tmp_path / "run.json"
     out = io.StringIO()
     argv = ["--quick", "--dtype", "int32", "--op", "reduce_mean", "--no-progress",
@@ -364,7 +364,7 @@ def test_peer_differs_from_one_tolerance_or_another_size():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_largest_difference_is_in_units_of_the_tolerance(dtype):
     exact = np.array([[1.0, -4.0], [np.nan, 2.0]])
-    rtol = bench.AGREEMENT_RTOL[dtype]
+    rtol = _bench_output.AGREEMENT_RTOL[dtype]
     near = exact + np.array([[0.0, 4 * rtol * 0.5], [0.0, 0.0]])  # half the tolerance, on the scale 4
     assert bench.largest_difference(exact, near, bench.dtype_from_name(dtype)) == pytest.approx(0.5)
     # a list of arrays, as onnxruntime returns
@@ -373,7 +373,7 @@ def test_largest_difference_is_in_units_of_the_tolerance(dtype):
     assert bench.largest_difference(exact, exact[:1], bench.dtype_from_name(dtype)) is None
 
 
-class _ContractPeer(bench.Peer):
+class _ContractPeer(_bench_peers.Peer):
     """The contract's own NumPy expressions: a sum of squares that wraps in the input dtype, and the
     real mean."""
 
@@ -392,10 +392,10 @@ def test_wrapping_integer_sums_of_squares_are_checked_against_the_wrapped_result
     def large_ints(shape, dtype):
         return np.random.default_rng(1).integers(40_000, 50_000, size=shape).astype(dtype)
 
-    monkeypatch.setattr(bench, "make_input", large_ints)
+    monkeypatch.setattr(_bench_cases, "make_input", large_ints)
     monkeypatch.setattr(bench, "CASES", TINY_CASES)
     monkeypatch.setattr(bench, "QUICK_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
-    monkeypatch.setattr(bench, "PEERS", [bench.NumPyPeer(), _ContractPeer()])
+    monkeypatch.setattr(bench, "PEERS", [_bench_peers.NumPyPeer(), _ContractPeer()])
     json_path = tmp_path / "run.json"
     argv = ["--quick", "--dtype", "int32", "--op", "reduce_sum_square", "--op", "reduce_mean", "--no-progress",
             "--json", str(json_path)]

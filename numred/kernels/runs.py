@@ -88,7 +88,9 @@ def _add_run_for(mode, float64, contiguous):
 
 @overload(_add_run, prefer_literal=True, inline="always", jit_options={"fastmath": False})
 def _add_run_by_mode(total, comp, sigma, src, offset, n, step, mode, shift):
-    specialised = _add_run_for(_literal_mode(mode), src.dtype == types.float64, _is_one(step))
+    float64 = src.dtype == types.float64
+    # contiguity matters to the float64 split sums only: other data compiles one add_run for both
+    specialised = _add_run_for(_literal_mode(mode), float64, float64 and _is_one(step))
 
     def call(total, comp, sigma, src, offset, n, step, mode, shift):
         return specialised(total, comp, sigma, src, offset, n, step, shift)
