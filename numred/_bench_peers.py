@@ -1,5 +1,7 @@
 """The peers ``python -m numred bench`` times numred against: small adapter objects (see
-:class:`Peer`). NumPy is always present; onnxruntime and torch are used when importable.
+:class:`Peer`). NumPy is always present; onnxruntime and torch are used when importable and
+skipped with a printed note otherwise. A peer that cannot run a case (no kernel for that dtype,
+unsupported input, ...) is shown as ``n/a`` for that case.
 """
 from __future__ import annotations
 

@@ -1,6 +1,16 @@
 """How ``python -m numred bench`` times: blocks of repeated calls until a time budget and a minimum
 call count are reached, implementations in turns (times_in_turns), a wait for a quiet machine before
 each block, the plain parallel sum that is the memory-bandwidth reference, and the run's estimate.
+
+Every implementation is called once before timing (for numred this is where Numba compiles), then
+called repeatedly, each call timed with ``time.perf_counter``, until a time budget and a minimum
+call count are both reached; the caller keeps the median of the blocks' median times per call.
+
+On the largest float32/float64 case (not in --quick) a plain Numba parallel sum over the same buffer
+is timed too, as the memory-bandwidth reference the memory-bound reductions are measured against: on
+its own for the table's reference row, and in turns with numred and the peers in each memory-bound
+op's case, whose share of its bandwidth is taken against the sum timed in those same turns (this
+machine's memory bandwidth moves by up to 2x from minute to minute).
 """
 from __future__ import annotations
 

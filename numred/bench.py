@@ -1,34 +1,22 @@
 """``python -m numred bench``: time numred against its peers on a standard set of cases.
 
-The cases are generated from the op registry (``numred._registry.OPS``) crossed with a handful of
-standard shapes, so a new operator is benchmarked without touching this file.
-
-Peers are small adapter objects (see :class:`Peer`). NumPy is always present; onnxruntime and
-torch are used when importable and skipped with a printed note otherwise. A peer that cannot run a
-case (no kernel for that dtype, unsupported input, ...) is shown as ``n/a`` for that case.
-
-Timing: every implementation is called once before timing (for numred this is where Numba
-compiles), then called repeatedly, each call timed with ``time.perf_counter``, until a time budget
-and a minimum call count are both reached. numred and its peers take turns in ``--rounds`` such
-blocks per case (see times_in_turns); the table reports the median of their median times per call.
+The cases (``numred._bench_cases``) are the op registry (``numred._registry.OPS``) crossed with a
+handful of standard shapes, so a new operator is benchmarked without touching this code. The peers
+(``numred._bench_peers``) are small adapters: NumPy always, onnxruntime and torch when importable.
+Each implementation is called once untimed (numred's compile), then timed in turns with the others,
+``--rounds`` blocks per case (``numred._bench_timing``); the table (``numred._bench_output``)
+reports the median of their median times per call.
 
 Extras (``pip install "numred[bench]"``), all optional and imported lazily: tqdm draws a progress
 bar on stderr while measuring (stdout keeps only the table), matplotlib draws ``--plot FILE.png``.
 ``--json FILE`` writes every measurement, so that a note can quote one run.
 
-On the largest float32/float64 case (not in --quick) a plain Numba parallel sum over the same buffer
-is timed too, as the memory-bandwidth reference the memory-bound reductions are measured against: on
-its own for the table's reference row, and in turns with numred and the peers in each memory-bound
-op's case, whose share of its bandwidth is taken against the sum timed in those same turns (this
-machine's memory bandwidth moves by up to 2x from minute to minute).
+On the largest float32/float64 case (not in --quick) a plain parallel sum over the same buffer is
+timed too, the memory-bandwidth reference (``numred._bench_timing``).
 
 ``--dtype-rates`` prints another table instead: numred alone, its elements per second on float32,
 float16, bfloat16 and int32, with each narrower type's rate against float32's. The dtypes are timed
 in turns within each round, so that they see the same machine load (see interleaved_times).
-
-The pieces are modules of their own: the cases (``numred._bench_cases``), the peers
-(``numred._bench_peers``), timing (``numred._bench_timing``) and output (``numred._bench_output``);
-this module parses the arguments and runs the steps.
 
 Only the standard library, NumPy and the numred base dependencies are imported at module level.
 """
