@@ -74,8 +74,8 @@ def _finishing_float_kernel(plan, mode, scale, maxima, divisor, carrier):
     if plan.single_block:
         return table.KERNELS[table.FLOAT_BLOCKS[mode]], (plan.base, *plan.single_block, scale, maxima, divisor)
     if plan.nchunks == 1:
-        return table.KERNELS[table.FLOAT_SUMS[mode]], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale,
-                                               maxima, _NO_PARTIALS, _NO_PARTIALS, divisor)
+        return table.KERNELS[table.FLOAT_SUMS[mode]], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile,
+                                                       scale, maxima, _NO_PARTIALS, _NO_PARTIALS, divisor)
     return None
 
 

@@ -220,9 +220,10 @@ def test_short_rows_of_inputs_beyond_the_cache_count_every_row(opname, dtype):
     from numred import kernels
 
     itemsize = np.dtype(dtype).itemsize
-    n = {np.float32: kernels.reading.ONE_STREAM_MIN_LARGE_FLOAT32_ROW, np.int64: kernels.reading.ONE_STREAM_MIN_LARGE_INT64_ROW,
-         np.uint64: kernels.reading.ONE_STREAM_MIN_LARGE_INT64_ROW}.get(dtype, kernels.reading.ONE_STREAM_MIN_LARGE_ROW)
-    n_rows = -(-kernels.reading.ONE_STREAM_MIN_BYTES // (n * itemsize)) // 4 * 4 + 3
+    reading = kernels.reading
+    n = {np.float32: reading.ONE_STREAM_MIN_LARGE_FLOAT32_ROW, np.int64: reading.ONE_STREAM_MIN_LARGE_INT64_ROW,
+         np.uint64: reading.ONE_STREAM_MIN_LARGE_INT64_ROW}.get(dtype, reading.ONE_STREAM_MIN_LARGE_ROW)
+    n_rows = -(-reading.ONE_STREAM_MIN_BYTES // (n * itemsize)) // 4 * 4 + 3
     lowest = 2 if np.dtype(dtype).kind == "u" else -6
     v = np.arange(n_rows) % 13 + lowest
     x64 = v[:, None] + np.resize([1, -1, 2, -2], n)[None, :]

@@ -170,12 +170,13 @@ SUM, SUM_SQUARES, SUM_EXP = 0, 1, 2
 MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp"}
 
 
-def _literal_mode(mode):
-    """The value of a ``mode`` argument typed as a literal (a constant at the call), for the functions
-    compiled once per mode (_add_run, _float_run, _float_row): every caller passes a constant."""
-    if not isinstance(mode, types.IntegerLiteral):
-        raise TypeError(f"mode must be a constant at the call, got {mode}")
-    return mode.literal_value
+def _constant(arg, name):
+    """The value of argument ``name`` typed as a literal (a constant at the call), for the functions
+    compiled once per constant (the mode of _add_run, _float_run and _float_row; float_bits of
+    max_run and max_columns): every caller passes a constant."""
+    if not isinstance(arg, types.Literal):
+        raise TypeError(f"{name} must be a constant at the call, got {arg}")
+    return arg.literal_value
 
 
 # The float64 split sums are reached only for float64 data, but a kernel's branch on

@@ -260,10 +260,12 @@ def _max_keys_for(float_bits):
                     j = 0
                     while j < n:
                         if n - j >= 4 * m:
-                            max_columns(src, offset + j * step, m * step, 4, wide, float_bits, best_of, top_magnitude_of)
+                            max_columns(src, offset + j * step, m * step, 4, wide, float_bits, best_of,
+                                        top_magnitude_of)
                             j += 4 * m
                         elif n - j >= m:
-                            max_columns(src, offset + j * step, m * step, 1, wide, float_bits, best_of, top_magnitude_of)
+                            max_columns(src, offset + j * step, m * step, 1, wide, float_bits, best_of,
+                                        top_magnitude_of)
                             j += m
                         else:
                             max_columns(src, offset + j * step, step, 1, width, float_bits, best_of, top_magnitude_of)

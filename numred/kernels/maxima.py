@@ -11,7 +11,7 @@ from numba import types
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
-from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _view, njit_for
+from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _constant, _view, njit_for
 from .decode import as_float64
 
 
@@ -105,13 +105,6 @@ max_key_run = _max_run_for(True)
 max_value_run = _max_run_for(False)
 
 
-def _literal_flag(flag):
-    """The value of a bool argument typed as a literal (a constant at the call)."""
-    if not isinstance(flag, types.BooleanLiteral):
-        raise TypeError(f"float_bits must be a constant at the call, got {flag}")
-    return flag.literal_value
-
-
 # Kernels reach the max_run and max_columns of their kind of data through these overloads on a
 # literal float_bits, not as captured dispatchers: Numba keys a cached kernel by its closure's
 # pickled contents, and a dispatcher pickles differently in every process (a disk-cache miss each
@@ -122,7 +115,7 @@ def max_run(src, offset, n, step, float_bits, best, top_magnitude):
 
 @overload(max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
 def _max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude):
-    specialised = _max_run_for(_literal_flag(float_bits))
+    specialised = _max_run_for(_constant(float_bits, "float_bits"))
     return lambda src, offset, n, step, float_bits, best, top_magnitude: specialised(src, offset, n, step, best,
                                                                                       top_magnitude)
 
@@ -166,7 +159,7 @@ def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude
 
 @overload(max_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
 def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude):
-    specialised = _max_columns_for(_literal_flag(float_bits))
+    specialised = _max_columns_for(_constant(float_bits, "float_bits"))
     return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude: specialised(
         src, offset, step, nrows, width, best, top_magnitude)
 

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _is_one, _literal_mode, _view, njit_for
+from .base import FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for
 from .decode import as_float64, pair_sums, pair_sums4
 from .exp import exp_nonpositive
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -90,7 +90,7 @@ def _add_run_for(mode, float64, contiguous):
 def _add_run_by_mode(total, comp, sigma, src, offset, n, step, mode, shift):
     float64 = src.dtype == types.float64
     # contiguity matters to the float64 split sums only: other data compiles one add_run for both
-    specialised = _add_run_for(_literal_mode(mode), float64, float64 and _is_one(step))
+    specialised = _add_run_for(_constant(mode, "mode"), float64, float64 and _is_one(step))
 
     def call(total, comp, sigma, src, offset, n, step, mode, shift):
         return specialised(total, comp, sigma, src, offset, n, step, shift)
@@ -187,7 +187,7 @@ def _float_run_for(mode):
 
 @overload(_float_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
 def _float_run_by_mode(src, offset, n, step, mode, shift):
-    specialised = _float_run_for(_literal_mode(mode))
+    specialised = _float_run_for(_constant(mode, "mode"))
 
     def call(src, offset, n, step, mode, shift):
         return specialised(src, offset, n, step, shift)
@@ -237,7 +237,7 @@ def _float_row_for(mode, float64):
 
 @overload(_float_row, prefer_literal=True, inline="always", jit_options={"fastmath": False})
 def _float_row_by_mode(src, origin, n, step, mode, shift, sigma, divisor):
-    specialised = _float_row_for(_literal_mode(mode), src.dtype == types.float64)
+    specialised = _float_row_for(_constant(mode, "mode"), src.dtype == types.float64)
 
     def call(src, origin, n, step, mode, shift, sigma, divisor):
         return specialised(src, origin, n, step, shift, sigma, divisor)

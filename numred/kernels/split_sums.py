@@ -98,23 +98,23 @@ STRIDED_SPLIT_MIN_RUN = 32
 @functools.cache
 def _float64_run_for(contiguous):
     """float64_run(src, offset, n, step, mode, shift, sigma): the sum of x * shift (SUM) or x * x
-    (SUM_SQUARES) over one run of float64 data as an exact high part and a nearly exact low part (summed compensated by _add_run), where a plain vectorised
-    sum is not. Each term is split at a power of two, sigma, of more than twice the sum of the terms'
-    magnitudes: its high part, a multiple of ulp(sigma) / 2, sums exactly in any order (no partial
-    sum reaches sigma), and its low part, at most ulp(sigma) / 2, sums with an error of about
-    n**2 * 2**-106 * sigma. A plain vectorised sum and NumPy's pairwise one err by up to
-    n * 2**-53 * sum|x|, and which of the two came closer varied with the data and the CPU's vector
-    width (the contract asks for no worse than NumPy's).
+    (SUM_SQUARES) over one run of float64 data as an exact high part and a nearly exact low part (summed
+    compensated by _add_run), where a plain vectorised sum is not. Each term is split at a power of two,
+    sigma, of more than twice the sum of the terms' magnitudes: its high part, a multiple of
+    ulp(sigma) / 2, sums exactly in any order (no partial sum reaches sigma), and its low part, at most
+    ulp(sigma) / 2, sums with an error of about n**2 * 2**-106 * sigma. A plain vectorised sum and NumPy's pairwise
+    one err by up to n * 2**-53 * sum|x|, and which of the two came closer varied with the data and the
+    CPU's vector width (the contract asks for no worse than NumPy's).
 
     ``sigma`` is the previous piece's (0.0 for none): neighbouring pieces have similar magnitudes, so
-    one pass that splits at it and bounds the magnitude on the way (_split_pass) usually suffices;
-    only when the bound shows it too small (wrong) or more than 16 times the bound (inexact) does a
-    second pass split at a new one. Returns (high, low, sigma); sigma 0.0 after the fallback for
-    non-finite terms, a magnitude near overflow, or a scaled sum (_float64_run_two_pass).
+    one pass that splits at it and bounds the magnitude on the way (_split_pass) usually suffices; only
+    when the bound shows it too small (wrong) or more than 16 times the bound (inexact) does a second
+    pass split at a new one. Returns (high, low, sigma); sigma 0.0 after the fallback for non-finite
+    terms, a magnitude near overflow, or a scaled sum (_float64_run_two_pass).
 
-    Made for contiguous runs only (``contiguous``, a constant: step is 1; callers pass a literal 1)
-    or for any step: the strided passes are not compiled into kernels whose runs are all contiguous
-    (a float64 mean of 64x32x32 blocks compiled them, a third of its first call)."""
+    Made for contiguous runs only (``contiguous``, a constant: step is 1; callers pass a literal 1) or
+    for any step: the strided passes are not compiled into kernels whose runs are all contiguous (a
+    float64 mean of 64x32x32 blocks compiled them, a third of its first call)."""
     contiguous_one_pass = _float64_one_pass_for(True)
     strided_one_pass = _float64_one_pass_for(False)
 
