@@ -7,10 +7,12 @@
   writable place at all they are compiled in memory: never an error at import.
   Saving a compiled kernel to the cache holds an inter-process file lock, so that processes doing
   their first calls at once cannot corrupt each other's cache index (numba#4807, #10128).
-- ``run``: one parallel kernel at a time per process. Another thread that finds it busy
-  runs the serial variant, which computes the same chunks in the same order, so results do not change;
-  this keeps Numba's workqueue layer from aborting and OpenMP from oversubscribing the cores.
-  After ``fork`` a child of a parent that used OpenMP (GNU libgomp is not fork-safe) runs serial only.
+- ``run``: one parallel kernel at a time per process; another thread waits for it. This keeps Numba's
+  workqueue layer from aborting and OpenMP from oversubscribing the cores, and costs no concurrency:
+  the kernels hold the GIL, so a second thread could not run Python, or another kernel, meanwhile.
+  After ``fork`` a child of a parent that used OpenMP (GNU libgomp is not fork-safe) runs the serial
+  variants, which compute the same chunks in the same order: the same bits as the parent. They are
+  compiled on a child's first use (``python -m numred precompile --fork`` compiles them ahead).
 """
 from __future__ import annotations
 
@@ -161,28 +163,28 @@ def get_num_threads() -> int:
     return numba.get_num_threads()
 
 
-_parallel_lock = threading.Lock()
+# reentrant: a signal handler in the thread that holds it may call numred too
+_parallel_lock = threading.RLock()
 _parallel_allowed = True
 _parallel_used = False
 
 
 def run(kernels, want_parallel: bool, *args):
-    """Call the parallel variant of ``kernels = (serial, parallel)`` when wanted and safe, else the
-    serial one (same chunks, same order, same result)."""
+    """Call the parallel variant of ``kernels = (serial, parallel)`` when wanted and possible (after
+    the parallel kernel another thread runs, if any), else the serial one (same chunks, same order,
+    same result)."""
     global _parallel_used
     serial, parallel = kernels
-    if want_parallel and _parallel_allowed and _parallel_lock.acquire(blocking=False):
-        try:
+    if want_parallel and _parallel_allowed:
+        with _parallel_lock:
             _parallel_used = True
             return parallel(*args)
-        finally:
-            _parallel_lock.release()
     return serial(*args)
 
 
 def _after_fork_in_child() -> None:
     global _parallel_lock, _parallel_allowed
-    _parallel_lock = threading.Lock()  # the parent's may have been held by a thread that is gone
+    _parallel_lock = threading.RLock()  # the parent's may have been held by a thread that is gone
     if _parallel_used:
         try:
             layer = numba.threading_layer()

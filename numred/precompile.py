@@ -3,8 +3,9 @@
 numred's kernels are compiled by Numba on their first call, per input type and kernel family, and
 cached on disk; a cold first call of one operator on one dtype takes seconds, all of them several
 minutes. This runs one call of every operator on every layout family the plan layer picks (serial,
-parallel rows, tiles, chunked, and the serial fallback of the parallel kernels) for each dtype, in
-worker processes so that several cores compile at once. Saves to the cache are serialised across
+parallel rows, tiles, blocks, chunked) for each dtype, in worker processes so that several cores
+compile at once; with ``--fork`` also the serial variants of the parallel kernels, which only forked
+children of a process that ran parallel kernels use (``numred._runtime``). Saves to the cache are serialised across
 processes (``numred._runtime``), so the workers cannot corrupt it. Useful after an install (a
 container image build, say) and before a test session; a warm cache makes it a few seconds of loads.
 """
@@ -24,7 +25,9 @@ DESCRIPTION = """Compile numred's kernels into Numba's disk cache now, instead o
 A first call of an operator on a dtype compiles its kernels, which takes seconds; this compiles
 them all (every operator, every layout family, each dtype), one worker process per core. Run it
 once after installing, or when building a container image. With a warm cache it only loads them,
-in a few seconds."""
+in a few seconds. Forked children (multiprocessing's default start method on Linux) of a process
+that ran parallel kernels run serial variants of them, compiled on first use: --fork compiles
+those too."""
 
 _EVERY_OTHER = (slice(None), slice(None, None, 2))
 # (shape, axes[, view]): one call per kernel family of numred._plan and per variant of the row kernels
@@ -62,8 +65,20 @@ def _sample(shape, dtype):
     return (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
 
 
-def compile_dtype(name: str) -> tuple[str, float]:
-    """Run every operator on every layout for one dtype, parallel and serial: (name, seconds)."""
+def _single_run(x, axes) -> bool:
+    """Whether the plan reads ``x`` reduced over ``axes`` as one run per output: the row kernels,
+    whose serial variants every small input of the same kind of rows takes."""
+    from numred._frontend import CARRIERS
+    from numred._plan import make_plan
+
+    plan, _ = make_plan(x.view(CARRIERS[x.dtype]), tuple(range(x.ndim)) if axes is None else tuple(axes))
+    return bool(plan.single_run)
+
+
+def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
+    """Run every operator on every layout for one dtype, parallel and, for the row kernels, serial;
+    with ``fork`` every layout serial too, as a forked child runs them (the serial variants of the
+    parallel kernels): (name, seconds)."""
     import numred
     from numred import _runtime
     from numred._frontend import supported_dtypes
@@ -75,21 +90,24 @@ def compile_dtype(name: str) -> tuple[str, float]:
         x = _sample(shape, dtype)
         if view:
             x = x[view[0]]
+        serial_too = fork or _single_run(x, axes)
         for op in OPS:
             fn = getattr(numred, op.name)
             fn(x, axes=axes)
-            # the serial variants of the parallel kernels: what a thread gets when another holds them
-            allowed, _runtime._parallel_allowed = _runtime._parallel_allowed, False
-            try:
-                fn(x, axes=axes)
-            finally:
-                _runtime._parallel_allowed = allowed
+            if serial_too:
+                allowed, _runtime._parallel_allowed = _runtime._parallel_allowed, False
+                try:
+                    fn(x, axes=axes)
+                finally:
+                    _runtime._parallel_allowed = allowed
     return name, time.perf_counter() - start
 
 
-def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None) -> None:
+def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,
+               fork: bool = False) -> None:
     """Compile (or load) the kernels of ``dtypes`` (default: all eight) in ``processes`` worker
-    processes (default: one per core, at most one per dtype); ``report(name, seconds)`` per dtype."""
+    processes (default: one per core, at most one per dtype), with ``fork`` the serial variants that
+    forked children run too; ``report(name, seconds)`` per dtype."""
     names = dtype_names() if dtypes is None else list(dtypes)
     unknown = set(names) - set(dtype_names())
     if unknown:
@@ -97,7 +115,7 @@ def precompile(dtypes: list[str] | None = None, processes: int | None = None, re
     workers = max(1, min(processes or os.cpu_count() or 1, len(names)))
     # spawn: a fresh interpreter per worker (fork after Numba's threads started is not safe)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for name, seconds in pool.map(compile_dtype, names):
+        for name, seconds in pool.map(compile_dtype, names, [fork] * len(names)):
             if report is not None:
                 report(name, seconds)
 
@@ -107,10 +125,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"compile for this dtype only (repeatable; default all eight: {', '.join(dtype_names())})")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes (default: one per core)")
+    parser.add_argument("--fork", action="store_true",
+                        help="also the serial variants that forked children of a process that ran parallel kernels use")
 
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    precompile(args.dtype, args.processes, report=lambda name, s: print(f"{name:9s} {s:6.1f} s", flush=True))
+    precompile(args.dtype, args.processes, report=lambda name, s: print(f"{name:9s} {s:6.1f} s", flush=True),
+               fork=args.fork)
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0

@@ -73,7 +73,7 @@ def run_python(code: str, *, env: dict | None = None, timeout: float = 600):
 @pytest.mark.parametrize("layer", ["default", "workqueue", "omp"])
 def test_eight_threads_at_once(layer):
     # Numba's workqueue layer aborts the process when two threads launch parallel kernels together
-    # (DESIGN.md); numred lets one parallel launch run and gives the other threads the serial kernel.
+    # (DESIGN.md); numred runs one parallel launch at a time, the other threads waiting for it.
     env = {} if layer == "default" else {"NUMBA_THREADING_LAYER": layer}
     code = CHECKS + textwrap.dedent(
         """
@@ -104,7 +104,7 @@ def test_eight_threads_at_once(layer):
 
 def test_forked_pool_after_parallel_kernels():
     # GNU OpenMP aborts a forked child that starts a parallel region after the parent used one; numred's
-    # children of such a parent run the serial kernels.
+    # children of such a parent run the serial variants (compiled there: this test's cache is empty of them).
     code = CHECKS + textwrap.dedent(
         """
         import multiprocessing, numba
@@ -216,16 +216,15 @@ def test_cached_kernels_close_over_constants_only():
 
 def test_precompile_fills_the_cache_for_every_layout(tmp_path):
     # `python -m numred precompile` compiles every kernel family the plan layer picks: afterwards a
-    # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing.
+    # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing;
+    # after `precompile --fork`, nor does one that runs serial kernels only, as a forked child does.
     # int32 takes both the integer kernels and, for means of parallel tiles, the float ones.
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    out = run_python("from numred.__main__ import main; main(['precompile', '--dtype', 'int32', '--processes', '1'])",
-                     env=env)
-    assert out.splitlines()[0].split()[0] == "int32"
     code = CACHE_MISSES + textwrap.dedent(
         """
         import numpy as np, numred
         from numred import _runtime
+        _runtime._parallel_allowed = PARALLEL_ALLOWED
         big = (np.arange(3_000_000, dtype=np.int32) % 11 - 5).reshape(1000, 3000)
         inputs = [(np.int32(4), None), (np.arange(5, dtype=np.int32), [0]),
                   (np.arange(24, dtype=np.int32).reshape(2, 3, 4), [0, 2]),
@@ -233,14 +232,16 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
                   (big.reshape(10, 100, 3000), [1]), (big.reshape(1000, 750, 4), [1]), (big.reshape(2, 1_500_000), [1]),
                   (big.reshape(1_500_000, 2), [0]), (big.reshape(30, 100, 1000), [0, 2])]
         for x, axes in inputs:
-            for parallel_allowed in (True, False):
-                _runtime._parallel_allowed = parallel_allowed
-                for fn in (numred.reduce_mean, numred.reduce_sum_square, numred.reduce_log_sum_exp):
-                    fn(x, axes=axes)
+            for fn in (numred.reduce_mean, numred.reduce_sum_square, numred.reduce_log_sum_exp):
+                fn(x, axes=axes)
         print(cache_misses())
         """
     )
-    assert int(run_python(code, env=env)) == 0
+    for options, parallel_allowed in (("", True), (", '--fork'", False)):
+        out = run_python("from numred.__main__ import main; "
+                         f"main(['precompile', '--dtype', 'int32', '--processes', '1'{options}])", env=env)
+        assert out.splitlines()[0].split()[0] == "int32"
+        assert int(run_python(code.replace("PARALLEL_ALLOWED", str(parallel_allowed)), env=env)) == 0, options
 
 
 def _read_only_install(tmp_path: Path) -> Path:
@@ -298,11 +299,13 @@ def test_read_only_package_and_home(tmp_path, temp_writable):
 @pytest.mark.parametrize("op", [_compute.mean, _compute.sum_square, _compute.log_sum_exp])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_serial_fallback_gives_the_parallel_bits(op, dtype, monkeypatch):
-    # A thread that finds the parallel kernel busy runs the serial one: same chunks, same order, so
-    # float results must be bit-identical, or results would depend on what other threads do.
-    from numred._frontend import CARRIERS, as_supported_array
+    # A forked child of a process that ran parallel kernels runs their serial variants: same chunks,
+    # same order, so float results must be bit-identical, or a pool's results would depend on
+    # whether its parent had reduced something before forking.
+    from numred._frontend import CARRIERS, as_supported_array, supported_dtypes
     from numred._plan import make_plan
 
+    dtype = next(d for d in supported_dtypes() if d.name == dtype)  # (registers bfloat16 with NumPy)
     x = as_supported_array(np.random.default_rng(3).standard_normal((700, 900)).astype(np.float32).astype(dtype))
     for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
         plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)

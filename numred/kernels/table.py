@@ -1,6 +1,6 @@
 """The parallel kernels the drivers launch by name: {name: (serial variant, parallel variant)}.
-The serial variant computes the same chunks in the same order, for a thread that finds the
-parallel kernels busy (``numred._runtime``).
+The serial variant computes the same chunks in the same order: for small inputs of the row
+kernels, and for forked children, which cannot start OpenMP threads (``numred._runtime``).
 """
 from __future__ import annotations
 
