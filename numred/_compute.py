@@ -56,7 +56,7 @@ def _narrow_tile(plan, itemsize):
     if not plan.single_tile:
         return False
     _, _, n_inner, n_reduced, step = plan.single_tile
-    return (tiles.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step)
+    return (tiles.narrow_tile(n_inner, plan.tile, n_reduced, step)
             and (itemsize < 8 or n_inner * n_reduced <= tiles.NARROW_64BIT_MAX_BLOCK))
 
 
@@ -69,8 +69,11 @@ def _finishing_float_kernel(plan, mode, scale, maxima, divisor, carrier):
         n_kept, kept_stride, n_reduced, step = plan.single_run
         variant = rows.float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scale)
         return rows.float_rows(mode, variant), (plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor)
-    if plan.single_tile and mode in table.FLOAT_TILES and (carrier != np.float64 or _narrow_tile(plan, 8)):
-        return table.KERNELS[table.FLOAT_TILES[mode]], (plan.base, *plan.single_tile, plan.tile, scale, divisor)
+    if plan.single_tile and mode != base.SUM_EXP:
+        narrow = _narrow_tile(plan, carrier.itemsize)
+        if carrier != np.float64 or narrow:
+            return table.KERNELS[table.FLOAT_TILES[mode, narrow]], (plan.base, *plan.single_tile, plan.tile, scale,
+                                                                    divisor)
     if plan.single_block:
         return table.KERNELS[table.FLOAT_BLOCKS[mode]], (plan.base, *plan.single_block, scale, maxima, divisor)
     if plan.nchunks == 1:

@@ -158,7 +158,7 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     if nk <= 2 and nr == 1 and tile > 1 and nchunks == 1:
         (n_inner, _), (n_rows, step) = kept_dims[-1], reduced_dims[0]
         n_outer, outer_stride = kept_dims[0] if nk == 2 else (1, 0)
-        if not reads_wide_rows(n_inner, tile, step, n_rows) or narrow_tile.py_func(n_inner, tile, n_rows, step):
+        if not reads_wide_rows(n_inner, tile, step, n_rows) or narrow_tile(n_inner, tile, n_rows, step):
             single_tile = (n_outer, outer_stride, n_inner, n_rows, step)
     single_block = None
     if parallel and nk == 1 and nr == 2 and tile == 1 and nchunks == 1 and reduced_dims[1][1] == 1:

@@ -38,6 +38,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # A session of at least this many tests calls nearly every kernel: they are compiled first, one process
 # per core (numred.precompile), instead of one by one in this process as the tests reach them, which
 # was most of a cold run's time (CI: 18 of 21 minutes). A run of a few tests compiles only what it calls.
+# With the serial variants that forked children run (fork=True): the tests of threads, forks and
+# serial variants run them in this process and in subprocesses.
 PRECOMPILE_MIN_TESTS = 200
 
 
@@ -48,7 +50,7 @@ def pytest_collection_finish(session):
 
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     start = time.perf_counter()
-    precompile()
+    precompile(fork=True)
     if reporter is not None:
         reporter.write_line(f"numred precompile: {time.perf_counter() - start:.1f} s")
 

@@ -368,7 +368,7 @@ def test_narrow_tiles_are_read_as_runs_of_rows(case):
     x = view(_make("float32-grid", shape, seed=41))
     plan = with_threads(2, make_plan, x, tuple(axes))[0]
     n_outer, _, n_inner, n_reduced, step = plan.single_tile
-    assert n_outer >= 16 and kernels.tiles.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
+    assert n_outer >= 16 and kernels.tiles.narrow_tile(n_inner, plan.tile, n_reduced, step), plan
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint32"])
@@ -384,7 +384,7 @@ def test_integer_narrow_tiles_kernel_takes_32_bit_means_too(dtype):
     whole.reshape(-1)[::5] = info.max
     plan, src = with_threads(2, make_plan, whole, (1,))
     n_outer, _, n_inner, n_reduced, step = plan.single_tile
-    assert kernels.tiles.narrow_tile.py_func(n_inner, plan.tile, n_reduced, step), plan
+    assert kernels.tiles.narrow_tile(n_inner, plan.tile, n_reduced, step), plan
     result = np.empty(plan.n_kept, dtype=dtype)
     kernel = kernels.table.KERNELS[kernels.table.INT_TILES[False]][0]
     kernel(src, plan.base, *plan.single_tile[:4], result)

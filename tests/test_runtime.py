@@ -104,7 +104,7 @@ def test_eight_threads_at_once(layer):
 
 def test_forked_pool_after_parallel_kernels():
     # GNU OpenMP aborts a forked child that starts a parallel region after the parent used one; numred's
-    # children of such a parent run the serial variants (compiled there: this test's cache is empty of them).
+    # children of such a parent run the serial variants.
     code = CHECKS + textwrap.dedent(
         """
         import multiprocessing, numba

@@ -17,7 +17,9 @@ from .tiles import _float_tiles_for, _int_tiles_for
 # KERNELS names of the float kernels per mode: general layouts, single runs (_float_rows_for), single
 # tiles (_float_tiles_for) and single blocks (_float_blocks_for)
 FLOAT_SUMS = {mode: f"float_{name}" for mode, name in MODE_NAMES.items()}
-FLOAT_TILES = {mode: FLOAT_SUMS[mode].replace("_sum", "_tiles_sum", 1) for mode in (SUM, SUM_SQUARES)}
+# by (mode, narrow): narrow tiles (tiles.narrow_tile) or one tile per task
+FLOAT_TILES = {(mode, narrow): FLOAT_SUMS[mode].replace("_sum", "_narrow_tiles_sum" if narrow else "_tiles_sum", 1)
+               for mode in (SUM, SUM_SQUARES) for narrow in (False, True)}
 FLOAT_BLOCKS = {mode: name.replace("_sum", "_blocks_sum", 1) for mode, name in FLOAT_SUMS.items()}
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
@@ -26,7 +28,7 @@ MAX_BLOCKS = {True: "max_float_key_blocks", False: "max_int_blocks"}
 KERNELS = {
     name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
-    + [(FLOAT_TILES[mode], _float_tiles_for(mode)) for mode in FLOAT_TILES]
+    + [(name, _float_tiles_for(*mode_narrow)) for mode_narrow, name in FLOAT_TILES.items()]
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]

@@ -38,11 +38,11 @@ NARROW_TASK_ELEMENTS = 1 << 14
 FEW_NARROW_TASKS = 16
 
 
-@njit(fastmath=False)
 def narrow_tile(n_inner, tile, n_reduced, step):
-    """Whether float_tiles reads each outer block as one run of NARROW_ROW-element rows (the plan
-    asks through ``narrow_tile.py_func``): a tile that is the whole kept row, of a width dividing
-    NARROW_ROW, whose rows lie back to back, in blocks of at most NARROW_MAX_BLOCK elements."""
+    """Whether a single tile is narrow, for the kernels that read each outer block as one run of
+    NARROW_ROW-element rows (float_narrow_tiles_*, int_tiles_*): a tile that is the whole kept row,
+    of a width dividing NARROW_ROW, whose rows lie back to back, in blocks of at most
+    NARROW_MAX_BLOCK elements."""
     return tile == n_inner == step and NARROW_ROW % n_inner == 0 and n_reduced * n_inner <= NARROW_MAX_BLOCK
 
 
@@ -79,18 +79,21 @@ def _narrow_block_sums(src, offset, n, mode, scale, acc):
         p += NARROW_ROW
 
 
-def _float_tiles_for(mode):
+def _float_tiles_for(mode, narrow):
     """float_sums for the commonest tile layout, fixed to one ``mode`` (SUM or SUM_SQUARES) and to
     uncompensated data (not float64, but for narrow tiles, NARROW_ROW): one reduced axis of
     ``n_reduced`` rows ``step`` apart over ``n_outer`` x ``n_inner`` outputs, the inner ones
     contiguous and cut into tiles of ``tile``, one chunk, and no wide rows (_rows_per_wide_row is
-    1) or narrow rows (narrow_tile). Without the general kernel's run walking and per-task set-up,
-    the kernel alone took 0.91-0.99x its time on 1000x1000 float32 axis 0 and 0.70-0.88x on
-    32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B)."""
+    1). With ``narrow`` (the plan's narrow_tile) each outer block is read as rows of NARROW_ROW,
+    several blocks per task; without, a task reads one tile. Without the general kernel's run walking
+    and per-task set-up, the kernel alone took 0.91-0.99x its time on 1000x1000 float32 axis 0 and
+    0.70-0.88x on 32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B).
+    ``narrow`` is a constant of the kernel, so that each compiles one parallel loop: a first float32
+    mean over the leading axis of 1000x1000 compiled both."""
 
     def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, result):
         src = _borrowed(src)
-        if narrow_tile(n_inner, tile, n_reduced, step):
+        if narrow:
             n = n_reduced * n_inner
             compensated = compensation_block(src) < NEVER
             # several small blocks per task: its arrays are allocated once
