@@ -5,7 +5,7 @@ cached on disk; a cold first call of one operator on one dtype takes seconds, al
 minutes. This runs one call of every operator on every layout family the plan layer picks (serial,
 parallel rows, tiles, blocks, chunked) for each dtype, in worker processes so that several cores
 compile at once; with ``--fork`` also the serial variants of the parallel kernels, which only forked
-children of a process that ran parallel kernels use (``numred._runtime``). Saves to the cache are serialised across
+children of a process that ran parallel kernels use. Saves to the cache are serialised across
 processes (``numred._runtime``), so the workers cannot corrupt it. Useful after an install (a
 container image build, say) and before a test session; a warm cache makes it a few seconds of loads.
 """
