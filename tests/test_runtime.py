@@ -93,6 +93,10 @@ def test_eight_threads_at_once(layer):
         for t in threads: t.join(timeout=300)
         assert not any(t.is_alive() for t in threads), "deadlock"
         assert not failures, failures
+        # the other threads waited for the parallel kernels: none ran (or compiled) a serial variant
+        from numred.kernels import table
+        ran_serial = [name for name, (serial, _) in table.KERNELS.items() if serial.signatures]
+        assert not ran_serial, ran_serial
         print("ok", numba.threading_layer())
         """
     ).replace("import threading", "import threading, numba")
