@@ -11,6 +11,7 @@ import sys
 import time
 import warnings
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # make `import oracle` work whatever the import mode
@@ -43,16 +44,35 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 PRECOMPILE_MIN_TESTS = 200
 
 
-def pytest_collection_finish(session):
-    if len(session.items) < PRECOMPILE_MIN_TESTS:
+def _precompile(config, tests: int) -> None:
+    if tests < PRECOMPILE_MIN_TESTS:
         return
     from numred.precompile import precompile
 
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
     start = time.perf_counter()
     precompile(fork=True)
     if reporter is not None:
         reporter.write_line(f"numred precompile: {time.perf_counter() - start:.1f} s")
+
+
+def pytest_collection_finish(session):
+    # the whole session in this process (`-n 0`, or pytest-xdist not installed); under pytest-xdist
+    # the workers collect too, but the controller precompiles once for them (below)
+    if not hasattr(session.config, "workerinput"):
+        _precompile(session.config, len(session.items))
+
+
+_precompiled_for_workers = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    # pytest-xdist's controller, when the first worker has collected: it hands out no test before
+    # this returns, so no worker compiles a kernel that precompile is compiling
+    if not _precompiled_for_workers:
+        _precompiled_for_workers.append(node)
+        _precompile(node.config, len(ids))
 
 
 def pytest_configure(config):
