@@ -74,8 +74,8 @@ def _finishing_float_kernel(plan, mode, scale, maxima, divisor, carrier):
         if carrier != np.float64 or narrow:
             return table.KERNELS[table.FLOAT_TILES[mode, narrow]], (plan.base, *plan.single_tile, plan.tile, scale,
                                                                     divisor)
-    if plan.single_block:
-        return table.KERNELS[table.FLOAT_BLOCKS[mode]], (plan.base, *plan.single_block, scale, maxima, divisor)
+    if plan.single_block and mode != base.SUM_EXP:  # (log-sum-exps: _fused_log_sum_exp)
+        return table.KERNELS[table.FLOAT_BLOCKS[mode]], (plan.base, *plan.single_block, scale, divisor)
     if plan.nchunks == 1:
         return table.KERNELS[table.FLOAT_SUMS[mode]], (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile,
                                                        scale, maxima, _NO_PARTIALS, _NO_PARTIALS, divisor)
@@ -154,10 +154,7 @@ def _maxima(plan, src, dtype):
     wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
-    if plan.single_block:
-        _launch(table.MAX_BLOCKS[is_float], plan, keys, plan.base, *plan.single_block, inf_bits, partial, nans)
-    else:
-        _launch(table.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, partial, nans)
+    _launch(table.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         finish.finish_max(partial, plan.nchunks, keys)
@@ -317,21 +314,31 @@ def sum_square_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     return _one_launch(plan, dtype, base.SUM_SQUARES, 1.0)
 
 
-def _rows_log_sum_exp(plan: Plan, dtype: np.dtype):
+def _fused_log_sum_exp(plan: Plan, dtype: np.dtype):
     """(KERNELS name, arguments after src (and keys) and before the result) of the log-sum-exp kernel
-    of a parallel single-run plan, which finds each row's max and sum in one task."""
-    n_kept, kept_stride, n_reduced, step = plan.single_run
-    if dtype not in FLOAT_BITS:
-        return "int_rows_log_sum_exp", (plan.base, kept_stride, n_kept, n_reduced, step, INT_WIDENING[dtype][1])
-    return "float_rows_log_sum_exp", (FLOAT_BITS[dtype][1], plan.base, kept_stride, n_kept, n_reduced, step)
+    that finds the maxima and the sums in one task, for parallel single-run and single-block plans;
+    None for the others, which launch a max kernel and a sum kernel."""
+    if not plan.parallel:
+        return None
+    if plan.single_run:
+        n_kept, kept_stride, n_reduced, step = plan.single_run
+        if dtype not in FLOAT_BITS:
+            return "int_rows_log_sum_exp", (plan.base, kept_stride, n_kept, n_reduced, step, INT_WIDENING[dtype][1])
+        return "float_rows_log_sum_exp", (FLOAT_BITS[dtype][1], plan.base, kept_stride, n_kept, n_reduced, step)
+    if plan.single_block:
+        if dtype not in FLOAT_BITS:
+            return "int_blocks_log_sum_exp", (plan.base, *plan.single_block, INT_WIDENING[dtype][1])
+        return "float_blocks_log_sum_exp", (FLOAT_BITS[dtype][1], plan.base, *plan.single_block)
+    return None
 
 
 def log_sum_exp_launch(plan: Plan, dtype: np.dtype) -> OneLaunch | None:
-    """The OneLaunch of a log-sum-exp whose kernel also finds the maxima: small (serial) ones and
-    single runs; None for the others, which launch a max kernel and a sum kernel. An integer one's
-    kernel returns False where a result does not fit the dtype, and the launch raises."""
-    if plan.parallel and plan.single_run:
-        name, args = _rows_log_sum_exp(plan, dtype)
+    """The OneLaunch of a log-sum-exp whose kernel also finds the maxima: small (serial) ones, single
+    runs and single blocks; None for the others, which launch a max kernel and a sum kernel. An
+    integer one's kernel returns False where a result does not fit the dtype, and the launch raises."""
+    fused = _fused_log_sum_exp(plan, dtype)
+    if fused is not None:
+        name, args = fused
         if dtype not in FLOAT_BITS:
             return OneLaunch(table.KERNELS[name], True, args, dtype, dtype,
                              undecided=Undecided)
@@ -377,8 +384,9 @@ def sum_square(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if plan.parallel and plan.single_run:
-        name, args = _rows_log_sum_exp(plan, dtype)
+    fused = _fused_log_sum_exp(plan, dtype)
+    if fused is not None:
+        name, args = fused
         if dtype not in FLOAT_BITS:
             result = np.empty(plan.n_kept, dtype=dtype)
             if not _launch(name, plan, src, *args, result):
@@ -407,12 +415,8 @@ def log_sum_exp(plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     maxima = _maxima(plan, src, dtype)
     # one chunk per output: the kernel finishes the results itself (no partials)
     totals = _NO_PARTIALS if plan.nchunks == 1 else np.empty(_tasks(plan))
-    if plan.single_block:
-        _launch("int_exp_blocks", plan, src, plan.base, *plan.single_block, maxima, plan.n_reduced, type_max, result,
-                fits_each)
-    else:
-        _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
-                result, fits_each)
+    _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
+            result, fits_each)
     if plan.nchunks > 1:
         finish.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, result, fits_each)
     if not fits_each.all():

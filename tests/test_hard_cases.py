@@ -466,9 +466,10 @@ def test_strided_columns_read_row_by_row_count_every_element_once(dtype, step, n
 def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype, shape, view):
     # A kept axis between two reduced ones, the inner one contiguous (RKR, axes [0, 2]), is read block
     # by block of the outer reduced axis, each task adding the runs of a group of neighbouring outputs,
-    # a group per thread (kernels.blocks._float_blocks_for, _int_blocks_for; log-sum-exps' maxima and
-    # integer exp sums too, max_blocks, int_exp_blocks). Each output has its own
-    # magnitude; float outputs carry NaN, inf or (float64) a sum that cancels, integer ones the
+    # a group per thread (kernels.blocks._float_blocks_for, _int_blocks_for; log-sum-exps find each
+    # group's maxima and exp sums in one task, float_blocks_log_sum_exp, int_blocks_log_sum_exp). Each
+    # output has its own magnitude (a max taken from a neighbouring output shows); float outputs carry
+    # NaN, inf or (float64) a sum that cancels, integer ones the
     # extremes of their dtype (128-bit sums, wrapping squares). A run added to its neighbour's output,
     # read twice or skipped shows; one thread (one group) and two give the same bits.
     from numred._plan import _layout
@@ -493,8 +494,10 @@ def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype,
 
     x = viewed(wide)
     assert _layout(x.shape, x.strides, x.itemsize, (0, 2), 2).single_block is not None
-    # (an integer log-sum-exp of the extremes does not fit the dtype: small values for it)
-    lse_input = viewed(wide % 50) if np.dtype(dtype).kind in "iu" else x
+    # (an integer log-sum-exp of the extremes does not fit the dtype: small values for it, each
+    # output's 1000 apart)
+    lse_input = (viewed((wide % 50 + 1000 * np.arange(n_kept)[None, :, None]).astype(dtype))
+                 if np.dtype(dtype).kind in "iu" else x)
     for op, data in (("reduce_mean", x), ("reduce_sum_square", x), ("reduce_log_sum_exp", lse_input)):
         want = expected(op, data, (0, 2))
         got = getattr(numred, op)(data, (0, 2))

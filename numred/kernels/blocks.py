@@ -8,11 +8,11 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .base import SUM_EXP, _U64, _borrowed
+from .base import SUM_EXP, _U64, _borrowed, njit_for
 from .decode import as_wide
 from .integers import (HALVES_BLOCK, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, _squares_run,
                        halves_run)
-from .maxima import lowest_key, magnitude_bits, max_run
+from .maxima import key_to_float64, lowest_key, magnitude_bits, max_run
 from .runs import _add_run
 from .store import _finish_sum, store_rounded
 
@@ -27,19 +27,18 @@ def _group_of_outputs(group, n_kept, groups):
 
 def _float_blocks_for(mode):
     """float_sums for reduced axes on both sides of one kept axis (RKR: the batch and spatial axes of
-    NCHW data, say), fixed to one ``mode`` (SUM_EXP with the ``maxima`` of max_blocks): ``n_outer``
+    NCHW data, say), fixed to one ``mode`` (SUM, of x * scale, or SUM_SQUARES): ``n_outer``
     blocks ``outer_stride`` apart, each holding the contiguous runs of ``n_inner`` elements of the
     ``n_kept`` outputs, ``kept_stride`` apart. One output at a time, as float_sums walks them, reads
     a short run from each block in turn (1 KiB, 128 blocks apart, on 128x512x256 axes [0, 2]); here
     each task takes a group of neighbouring outputs and reads their runs block by block, in memory
     order, adding each run to its output's sum (_add_run) as float_sums does, in the same order: the
     same bits for any grouping, so there are ``groups`` of them, one per thread (the plan's). Means
-    and sums of squares took 0.12-0.67x the time of float_sums in float32, 0.24-0.82x in float64,
-    log-sum-exps 0.18-0.93x (in-process A/B)."""
+    and sums of squares took 0.12-0.67x the time of float_sums in float32, 0.24-0.82x in float64
+    (in-process A/B)."""
 
-    def float_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale, maxima,
-                     divisor, result):
-        src, maxima = _borrowed(src), _borrowed(maxima)
+    def float_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale, divisor, result):
+        src = _borrowed(src)
         for group in prange(groups):
             k0, width = _group_of_outputs(group, n_kept, groups)
             totals = np.zeros(width)
@@ -48,13 +47,10 @@ def _float_blocks_for(mode):
             for i in range(n_outer):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
-                    shift = maxima[k0 + w] if mode == SUM_EXP else scale
-                    if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
-                        totals[w], comps[w], sigmas[w] = _add_run(totals[w], comps[w], sigmas[w], src,
-                                                                  origin + w * kept_stride, n_inner, 1, mode, shift)
+                    totals[w], comps[w], sigmas[w] = _add_run(totals[w], comps[w], sigmas[w], src,
+                                                              origin + w * kept_stride, n_inner, 1, mode, scale)
             for w in range(width):
-                shift = maxima[k0 + w] if mode == SUM_EXP else scale
-                store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], mode, divisor, shift))
+                store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], mode, divisor, scale))
 
     return float_blocks
 
@@ -88,43 +84,76 @@ def _int_blocks_for(squares):
     return int_blocks
 
 
-def _max_blocks_for(float_bits):
-    """max_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, inf_bits,
-    out_max, out_nans): max_keys for single-block plans, a group of neighbouring outputs per task,
-    their runs read block by block (as in _float_blocks_for), one max and NaN flag per output."""
+def _group_maxima_for(float_bits):
+    """group_maxima(src, origin, width, kept_stride, n_outer, outer_stride, n_inner, lowest) ->
+    (best, top_magnitude): max_run over the runs of ``width`` neighbouring outputs, block by block,
+    one slot per output (as max_keys: float keys and their largest magnitude bits for float data,
+    ``float_bits``; integer values otherwise)."""
 
-    def max_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, inf_bits,
-                   out_max, out_nans):
-        src = _borrowed(src)
-        for group in prange(groups):
-            k0, width = _group_of_outputs(group, n_kept, groups)
-            lowest = lowest_key(src[base])
-            best_of = np.full(width, lowest)
-            top_magnitude_of = np.full(width, magnitude_bits(lowest) if float_bits else lowest)
-            for i in range(n_outer):
-                origin = base + i * outer_stride + k0 * kept_stride
-                for w in range(width):
-                    best_of[w], top_magnitude_of[w] = max_run(src, origin + w * kept_stride, n_inner, 1, float_bits,
-                                                              best_of[w], top_magnitude_of[w])
+    @njit_for(float_bits, fastmath=False)
+    def group_maxima(src, origin, width, kept_stride, n_outer, outer_stride, n_inner, lowest):
+        best_of = np.full(width, lowest)
+        top_magnitude_of = np.full(width, magnitude_bits(lowest) if float_bits else lowest)
+        for i in range(n_outer):
             for w in range(width):
-                out_max[k0 + w] = as_wide(best_of[w])
-                out_nans[k0 + w] = float_bits and top_magnitude_of[w] > inf_bits
+                best_of[w], top_magnitude_of[w] = max_run(src, origin + i * outer_stride + w * kept_stride, n_inner, 1,
+                                                          float_bits, best_of[w], top_magnitude_of[w])
+        return best_of, top_magnitude_of
 
-    return max_blocks
+    return group_maxima
 
 
-def int_exp_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, maxima, count, type_max,
-                   result, fits):
-    """int_sum_exp for single-block plans: a group of neighbouring outputs per task, their runs read
-    block by block (as in _float_blocks_for), each run's sum of exp(x - max) added to its output's
-    total in the same order as int_sum_exp adds them; finished there too (_int_log_sum_exp)."""
-    src, maxima = _borrowed(src), _borrowed(maxima)
+_float_group_maxima = _group_maxima_for(True)
+_int_group_maxima = _group_maxima_for(False)
+
+
+def float_blocks_log_sum_exp(src, keys, inf_bits, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups,
+                             result):
+    """Float log-sum-exp of single-block plans, the maxima and the sums of a group of outputs in one
+    task (as float_rows_log_sum_exp does for rows): ``keys`` is src's memory viewed as signed
+    integers (max_keys), the sums are _float_blocks_for's, in its order, of exp(x - max). A max kernel,
+    then a sum kernel, compiled two parallel loops on a first call (the slowest first calls, 4.4-7.3 s)."""
+    src, keys = _borrowed(src), _borrowed(keys)
+    carrier = src[:0]
     for group in prange(groups):
         k0, width = _group_of_outputs(group, n_kept, groups)
+        origin = base + k0 * kept_stride
+        best_of, top_magnitude_of = _float_group_maxima(keys, origin, width, kept_stride, n_outer, outer_stride, n_inner,
+                                                        lowest_key(keys[base]))
+        maxima = np.empty(width)
+        for w in range(width):
+            maxima[w] = np.nan if top_magnitude_of[w] > inf_bits else key_to_float64(as_wide(best_of[w]), carrier)
+        totals = np.zeros(width)
+        comps = np.zeros(width)
+        sigmas = np.zeros(width)
+        for i in range(n_outer):
+            for w in range(width):
+                if math.isfinite(maxima[w]):  # a non-finite max decides the result alone
+                    totals[w], comps[w], sigmas[w] = _add_run(totals[w], comps[w], sigmas[w], src,
+                                                              origin + i * outer_stride + w * kept_stride, n_inner, 1,
+                                                              SUM_EXP, maxima[w])
+        for w in range(width):
+            store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], SUM_EXP, 1.0, maxima[w]))
+
+
+def int_blocks_log_sum_exp(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, type_max, result):
+    """Integer log-sum-exp of single-block plans, the maxima and the exp sums of a group of outputs in
+    one task (as float_blocks_log_sum_exp), into ``result`` of the input dtype; False if a result
+    does not fit it (``type_max``) or is not decided, for the caller to raise (as
+    rows.int_rows_log_sum_exp)."""
+    src = _borrowed(src)
+    count = n_outer * n_inner
+    fits = np.empty(n_kept, dtype=np.bool_)
+    for group in prange(groups):
+        k0, width = _group_of_outputs(group, n_kept, groups)
+        origin = base + k0 * kept_stride
+        lowest = lowest_key(src[base])
+        best_of = _int_group_maxima(src, origin, width, kept_stride, n_outer, outer_stride, n_inner, lowest)[0]
         totals = np.zeros(width)
         for i in range(n_outer):
-            origin = base + i * outer_stride + k0 * kept_stride
             for w in range(width):
-                totals[w] += _int_exp_run(src, origin + w * kept_stride, n_inner, 1, maxima[k0 + w])
+                totals[w] += _int_exp_run(src, origin + i * outer_stride + w * kept_stride, n_inner, 1,
+                                          as_wide(best_of[w]))
         for w in range(width):
-            result[k0 + w], fits[k0 + w] = _int_log_sum_exp(maxima[k0 + w], totals[w], count, type_max)
+            result[k0 + w], fits[k0 + w] = _int_log_sum_exp(as_wide(best_of[w]), totals[w], count, type_max)
+    return fits.all()

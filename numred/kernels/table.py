@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .._runtime import entry
 from .base import MODE_NAMES, SUM, SUM_SQUARES
-from .blocks import _float_blocks_for, _int_blocks_for, _max_blocks_for, int_exp_blocks
+from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
 from .general import _float_sums_for, _max_keys_for, int_sum_exp, int_sums
 from .rows import float_rows_log_sum_exp, int_rows_log_sum_exp
 from .tiles import _float_tiles_for, _int_tiles_for
@@ -15,16 +15,15 @@ from .tiles import _float_tiles_for, _int_tiles_for
 # inputs take the serial one. The compensated steps must not be reassociated, so only the inner
 # _float_run carries FASTMATH.
 # KERNELS names of the float kernels per mode: general layouts, single runs (_float_rows_for), single
-# tiles (_float_tiles_for) and single blocks (_float_blocks_for)
+# tiles (_float_tiles_for) and single blocks (_float_blocks_for; log-sum-exps: float_blocks_log_sum_exp)
 FLOAT_SUMS = {mode: f"float_{name}" for mode, name in MODE_NAMES.items()}
 # by (mode, narrow): narrow tiles (tiles.narrow_tile) or one tile per task
 FLOAT_TILES = {(mode, narrow): FLOAT_SUMS[mode].replace("_sum", "_narrow_tiles_sum" if narrow else "_tiles_sum", 1)
                for mode in (SUM, SUM_SQUARES) for narrow in (False, True)}
-FLOAT_BLOCKS = {mode: name.replace("_sum", "_blocks_sum", 1) for mode, name in FLOAT_SUMS.items()}
+FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES)}
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
 MAX_KEYS = {True: "max_float_keys", False: "max_ints"}  # by float bits or integer data
-MAX_BLOCKS = {True: "max_float_key_blocks", False: "max_int_blocks"}
 KERNELS = {
     name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
@@ -33,7 +32,6 @@ KERNELS = {
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]
     + [(MAX_KEYS[float_bits], _max_keys_for(float_bits)) for float_bits in MAX_KEYS]
-    + [(MAX_BLOCKS[float_bits], _max_blocks_for(float_bits)) for float_bits in MAX_BLOCKS]
-    + [(fn.__name__, fn) for fn in (int_sums, int_sum_exp, int_exp_blocks,
-                                    float_rows_log_sum_exp, int_rows_log_sum_exp)]
+    + [(fn.__name__, fn) for fn in (int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,
+                                    float_blocks_log_sum_exp, int_blocks_log_sum_exp)]
 }
