@@ -50,6 +50,16 @@ def njit_for(*constants, **options):
     return decorate
 
 
+def inlined(fn):
+    """A copy of the njit function ``fn`` that Numba inlines into its callers' IR (inline="always")
+    instead of compiling it as a function of its own, under a name of its own (see njit_for)."""
+    py_func = fn.py_func
+    copy = type(py_func)(py_func.__code__, py_func.__globals__, f"{py_func.__name__}_inlined", py_func.__defaults__,
+                         py_func.__closure__)
+    copy.__qualname__ = f"{py_func.__qualname__}_inlined"
+    return njit(fastmath=fn.targetoptions.get("fastmath", False), inline="always")(copy)
+
+
 @intrinsic
 def _view(typingctx, src, start, stop):
     """src[start:stop] for 0 <= start <= stop <= len(src), without a slice's bounds arithmetic
