@@ -111,8 +111,8 @@ def float_blocks_log_sum_exp(src, keys, inf_bits, base, n_kept, kept_stride, n_o
                              result):
     """Float log-sum-exp of single-block plans, the maxima and the sums of a group of outputs in one
     task (as float_rows_log_sum_exp does for rows): ``keys`` is src's memory viewed as signed
-    integers (max_keys), the sums are _float_blocks_for's, in its order, of exp(x - max). A max kernel,
-    then a sum kernel, compiled two parallel loops on a first call (the slowest first calls, 4.4-7.3 s)."""
+    integers (max_keys), the sums are _float_blocks_for's, in its order, of exp(x - max). (A max kernel
+    and then a sum kernel were two parallel loops to compile on a first call, the slowest first calls.)"""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
     for group in prange(groups):

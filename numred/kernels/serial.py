@@ -32,6 +32,12 @@ from numba import njit
 from .._runtime import entry
 from .base import (BLOCK, FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _borrowed, _n_tasks, _next_run, _offset_of,
                    _task, _unpack, _view, inlined)
+from .decode import as_bits, as_float64, as_wide
+from .exp import exp_nonpositive
+from .integers import _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, square_bits
+from .maxima import key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
+from .states import add_compensated, compensated_value
+from .store import store_rounded
 
 # The walk's helpers, inlined into these kernels' own IR (Numba's inline="always") rather than
 # compiled as functions of their own: a small input's first call compiles 15 functions instead of
@@ -39,12 +45,6 @@ from .base import (BLOCK, FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _borrowed, _n_tas
 # turns). Not in the parallel kernels, whose parallel-loop passes then work on the larger IR: inlined
 # everywhere, `precompile --dtype float32` took 67-81 s instead of 60-63 s.
 _n_tasks, _next_run, _offset_of, _task, _unpack = map(inlined, (_n_tasks, _next_run, _offset_of, _task, _unpack))
-from .decode import as_bits, as_float64, as_wide
-from .exp import exp_nonpositive
-from .integers import _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, square_bits
-from .maxima import key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
-from .states import add_compensated, compensated_value
-from .store import store_rounded
 
 SQUARES, EXP = SUM_SQUARES, SUM_EXP
 _U64 = np.uint64
