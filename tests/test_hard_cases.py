@@ -504,6 +504,12 @@ def test_kept_axis_between_reduced_axes_reads_blocks_in_groups_of_outputs(dtype,
         assert_matches(got, want, f"{op} {view}")
         one_thread = with_threads(1, getattr(numred, op), data, (0, 2))
         assert np.asarray(one_thread).tobytes() == np.asarray(got).tobytes(), op
+    if np.dtype(dtype).kind in "iu":  # an output of the largest values: max + log(count) does not fit
+        top = np.array(lse_input)
+        top[:, 4] = np.iinfo(dtype).max
+        for call in range(2):  # the first call, and its repeat as one launch
+            with pytest.raises(ValueError, match="does not fit"):
+                numred.reduce_log_sum_exp(top, (0, 2))
 
 
 def test_every_kernel_function_states_its_fastmath_flags():
