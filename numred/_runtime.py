@@ -82,6 +82,14 @@ def _ensure_private_dir(path: str) -> None:
 _install_private_cache_locator()
 
 
+def renamed_copy(fn, suffix: str):
+    """A copy of the Python function ``fn`` (same code, globals and closure) whose qualified name ends
+    in ``suffix``: Numba names compiled code and cache files after it."""
+    fn_copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    fn_copy.__qualname__ = fn.__qualname__ + suffix
+    return fn_copy
+
+
 def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options):
     """``njit(cache=True)`` for a function called from Python; usable as ``@entry`` or ``entry(fn, ...)``.
 
@@ -97,9 +105,7 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
     if name is not None:
         fn.__qualname__ = name
     if parallel:  # a renamed copy: its own cache files, next to the serial variant's
-        fn_copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-        fn_copy.__qualname__ = fn.__qualname__ + "__parallel"
-        fn = fn_copy
+        fn = renamed_copy(fn, "__parallel")
     try:
         dispatcher = njit(fn, cache=True, parallel=parallel, **options)
     except RuntimeError:  # "no locator available": nothing writable anywhere, compile in memory

@@ -18,6 +18,8 @@ from llvmlite import ir
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
+from .._runtime import renamed_copy
+
 # reassociation lets LLVM vectorise the sums; fastmath=True would also assume no NaN/inf and
 # delete exactly the checks the contract depends on.
 FASTMATH = {"reassoc", "contract"}
@@ -53,10 +55,7 @@ def njit_for(*constants, **options):
 def inlined(fn):
     """A copy of the njit function ``fn`` that Numba inlines into its callers' IR (inline="always")
     instead of compiling it as a function of its own, under a name of its own (see njit_for)."""
-    py_func = fn.py_func
-    copy = type(py_func)(py_func.__code__, py_func.__globals__, f"{py_func.__name__}_inlined", py_func.__defaults__,
-                         py_func.__closure__)
-    copy.__qualname__ = f"{py_func.__qualname__}_inlined"
+    copy = renamed_copy(fn.py_func, "_inlined")
     return njit(fastmath=fn.targetoptions.get("fastmath", False), inline="always")(copy)
 
 

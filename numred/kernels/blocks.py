@@ -118,8 +118,8 @@ def float_blocks_log_sum_exp(src, keys, inf_bits, base, n_kept, kept_stride, n_o
     for group in prange(groups):
         k0, width = _group_of_outputs(group, n_kept, groups)
         origin = base + k0 * kept_stride
-        best_of, top_magnitude_of = _float_group_maxima(keys, origin, width, kept_stride, n_outer, outer_stride, n_inner,
-                                                        lowest_key(keys[base]))
+        best_of, top_magnitude_of = _float_group_maxima(keys, origin, width, kept_stride, n_outer, outer_stride,
+                                                        n_inner, lowest_key(keys[base]))
         maxima = np.empty(width)
         for w in range(width):
             maxima[w] = np.nan if top_magnitude_of[w] > inf_bits else key_to_float64(as_wide(best_of[w]), carrier)
