@@ -14,7 +14,7 @@ from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from . import _compute
-from ._compute import Undecided, int_log_sum_exp_overflow
+from ._compute import Undecided, compute, int_log_sum_exp_overflow, one_launch
 from ._plan import make_plan
 from ._runtime import get_num_threads
 from ._registry import Op
@@ -238,7 +238,7 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
         # ravel: a view, as a repeat is C-contiguous (same strides), and half the cost of reshape(-1)
         src = data.ravel() if carrier is None else data.ravel().view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
-        return op.compute(plan, src, data.dtype).reshape(out_shape)
+        return compute(op.reduction, plan, src, data.dtype).reshape(out_shape)
 
     x = as_supported_array(data)
     keepdims = as_flag(keepdims, "keepdims")
@@ -266,6 +266,6 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     carrier = CARRIERS[x.dtype]
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
     if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
-        launch = op.one_launch(plan, x.dtype) if op.one_launch else None
+        launch = one_launch(op.reduction, plan, x.dtype)
         _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier, launch
-    return op.compute(plan, src, x.dtype).reshape(out_shape)
+    return compute(op.reduction, plan, src, x.dtype).reshape(out_shape)

@@ -1,6 +1,7 @@
 """One record per operator: everything the front end, the tests and the benchmarks need to know.
 
-A new operator is one entry here plus its kernels; nothing else enumerates the operators.
+A new operator is one entry here: its Reduction names a term, an integer accumulator and a finish
+step that kernels exist for (_compute.KERNEL_SETS); nothing else enumerates the operators.
 """
 from __future__ import annotations
 
@@ -20,15 +21,16 @@ class Op:
     empty_int: int | None  # same for integers; None: undefined, the front end raises ValueError
     noop: Callable[[np.ndarray], np.ndarray]  # result when no axis is reduced (noop_with_empty_axes=1)
     numpy_peer: Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]  # the NumPy way, for benchmarks
-    compute: Callable  # (Plan, src, dtype) -> 1-D results in dtype: the kernels' driver in _compute
-    # (Plan, dtype) -> a _compute.OneLaunch for repeated calls when the whole computation is one
-    # kernel launch, else None; None for ops that never are
-    one_launch: Callable | None = None
-    # integer results wrap modulo 2**bits (exact bits, not a real value rounded to an integer)
-    int_wraps: bool = False
+    # what the kernels compute: the term, the integer accumulator, the finish step (_compute.Reduction)
+    reduction: _compute.Reduction
     # (rows: 2-D, the reduced elements of each output in a row) -> the exact results, or None when
     # one does not fit the dtype: what the front end runs when compute raises _compute.Undecided
     exact: Callable | None = None
+
+    @property
+    def int_wraps(self) -> bool:
+        """Whether integer results wrap modulo 2**bits (exact bits, not a real value rounded to an integer)."""
+        return self.reduction.int_accumulator == _compute.WRAPPING
 
 
 def _square_in_dtype(x):
@@ -53,8 +55,7 @@ OPS = (
         empty_int=None,
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.mean(x, axis=axes, keepdims=keepdims),
-        compute=_compute.mean,
-        one_launch=_compute.mean_launch,
+        reduction=_compute.Reduction(_compute.SUM, _compute.EXACT, mean=True),
     ),
     Op(
         name="reduce_log_sum_exp",
@@ -63,8 +64,7 @@ OPS = (
         empty_int=None,
         noop=lambda x: x.copy(),
         numpy_peer=_numpy_logsumexp,
-        compute=_compute.log_sum_exp,
-        one_launch=_compute.log_sum_exp_launch,
+        reduction=_compute.Reduction(_compute.EXP, _compute.MAX_AND_EXP_SUM),
         exact=_exact.int_log_sum_exp,
     ),
     Op(
@@ -74,9 +74,7 @@ OPS = (
         empty_int=0,
         noop=_square_in_dtype,
         numpy_peer=lambda x, axes, keepdims: np.sum(np.square(x), axis=axes, keepdims=keepdims),
-        compute=_compute.sum_square,
-        one_launch=_compute.sum_square_launch,
-        int_wraps=True,
+        reduction=_compute.Reduction(_compute.SQUARES, _compute.WRAPPING),
     ),
 )
 

@@ -402,6 +402,7 @@ def test_integer_narrow_tiles_are_exact(dtype, case):
     # on values spanning the dtype with its extremes, where squares wrap and means need every bit.
     from numred import _compute, kernels
     from numred._plan import make_plan
+    from numred._registry import OPS_BY_NAME
 
     view, shape, axes = NARROW_TILES[case]
     info = np.iinfo(dtype)
@@ -413,7 +414,7 @@ def test_integer_narrow_tiles_are_exact(dtype, case):
     plan = with_threads(2, make_plan, x, tuple(axes))[0]
     for opname in ("reduce_mean", "reduce_sum_square"):
         squares = opname == "reduce_sum_square"
-        launched = _compute._int_launch(plan, squares, x.dtype)[0]
+        launched = _compute.kernel_call(OPS_BY_NAME[opname].reduction, plan, x.dtype).kernels
         # 32-bit means take the float tiles; 64-bit data only blocks of up to NARROW_64BIT_MAX_BLOCK
         narrow = x.itemsize == 4 or plan.single_tile[2] * plan.single_tile[3] <= kernels.tiles.NARROW_64BIT_MAX_BLOCK
         if (squares or x.itemsize == 8) and narrow:
@@ -458,8 +459,7 @@ def test_single_tile_plans_match_the_oracle(kind, case):
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
 def test_repeated_integer_calls_that_are_one_launch_match_the_oracle(opname, kind, axes, shape):
     # Integer means and sums of squares that one kernel call finishes are one launch too
-    # (_compute._int_launch), except 32-bit means of parallel tiles, which go through the float kernel.
-    from numred import _compute
+    # (_compute.kernel_call), 32-bit means of parallel tiles included, which take the float kernel.
     from numred._frontend import _REPEATS, _repeat_key
     from numred._registry import OPS_BY_NAME
 
@@ -472,19 +472,16 @@ def test_repeated_integer_calls_that_are_one_launch_match_the_oracle(opname, kin
         assert got.dtype == x.dtype and got.shape == expected.shape, call
         assert np.array_equal(got.astype(np.int64), expected), f"call {call}"
         assert not np.shares_memory(got, x)
-    plan, launch = _REPEATS[key][0], _REPEATS[key][3]
-    if opname == "reduce_mean" and _compute._int_mean_by_float_tiles(plan, x.dtype):
-        assert launch is None
-    else:
-        assert launch is not None, "not kept as one launch"
-        variant = 1 if launch.parallel else 0
-        assert not isinstance(launch.calls[variant], functools.partial), "repeats do not call the entry point"
+    launch = _REPEATS[key][3]
+    assert launch is not None, "not kept as one launch"
+    variant = 1 if launch.parallel else 0
+    assert not isinstance(launch.calls[variant], functools.partial), "repeats do not call the entry point"
     assert x.tobytes() == before.tobytes(), "the input was modified"
 
 
 @pytest.mark.parametrize("kind", ["int32", "int64"])
 def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
-    # A serial integer log-sum-exp is one launch too (_compute.log_sum_exp_launch): its kernel stores
+    # A serial integer log-sum-exp is one launch too (_compute.kernel_call): its kernel stores
     # results that fit and returns False otherwise. Repeats must match the oracle, and a repeat
     # whose result does not fit must still raise, as must the call after it.
     from numred._frontend import _REPEATS, _repeat_key
@@ -510,7 +507,7 @@ def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
 
 @pytest.mark.parametrize("shape", [(200, 300), (20, 30), (1, 600)])  # parallel, serial, one output
 def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
-    # A repeated float64 mean is one launch (_compute.mean_launch) that hands a result that is not
+    # A repeated float64 mean is one launch (_compute.OneLaunch) that hands a result that is not
     # finite back to the driver: its overflow retry must run on repeats too, and NaN and inf still
     # come out. The sum of these values overflows; the mean of each row is 1.5e308.
     from numred._frontend import _REPEATS, _repeat_key

@@ -19,6 +19,7 @@ import pytest
 
 import numred
 from numred import _compute, _runtime
+from numred._registry import OPS
 
 PACKAGE_DIR = Path(numred.__file__).parent
 
@@ -300,7 +301,7 @@ def test_read_only_package_and_home(tmp_path, temp_writable):
         assert (temp / f"numred-{os.getuid()}").stat().st_mode & 0o077 == 0  # a private directory
 
 
-@pytest.mark.parametrize("op", [_compute.mean, _compute.sum_square, _compute.log_sum_exp])
+@pytest.mark.parametrize("op", [op.reduction for op in OPS], ids=[op.name for op in OPS])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_serial_fallback_gives_the_parallel_bits(op, dtype, monkeypatch):
     # A forked child of a process that ran parallel kernels runs their serial variants: same chunks,
@@ -314,11 +315,20 @@ def test_serial_fallback_gives_the_parallel_bits(op, dtype, monkeypatch):
     for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
         plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)
         assert plan.parallel
-        parallel = op(plan, src, data.dtype)
+        parallel = _compute.compute(op, plan, src, data.dtype)
         monkeypatch.setattr(_runtime, "_parallel_allowed", False)
-        serial = op(plan, src, data.dtype)
+        serial = _compute.compute(op, plan, src, data.dtype)
         monkeypatch.setattr(_runtime, "_parallel_allowed", True)
         assert parallel.tobytes() == serial.tobytes()
+
+
+def test_a_reduction_names_a_combination_that_has_kernels():
+    # An operator's Reduction is data the drivers dispatch on; one its kernels do not exist for
+    # must fail where it is declared, not as a wrong result or a compile error at its first call.
+    with pytest.raises(ValueError, match="no kernels"):
+        _compute.Reduction(_compute.SUM, _compute.WRAPPING)
+    with pytest.raises(ValueError, match="no kernels"):
+        _compute.Reduction(_compute.EXP, _compute.MAX_AND_EXP_SUM, mean=True)
 
 
 def test_get_num_threads_is_numbas_count_in_every_state():
