@@ -1,7 +1,8 @@
-"""Per-operator drivers: run the kernels of a plan, combine partials, round once to the output dtype.
+"""The driver: run the kernels of a plan, combine partials, round once to the output dtype.
 
-Each driver takes a Plan, the data's ``src`` view and the (native) input dtype and returns a 1-D
-array of ``plan.n_kept`` results in that dtype. The accumulator policy lives here, in one place:
+``compute`` takes an operator's Reduction, a Plan, the data's ``src`` view and the (native) input
+dtype and returns a 1-D array of ``plan.n_kept`` results in that dtype. The accumulator policy
+lives here, in one place:
 
 | input                          | accumulator                                       | final step            |
 |--------------------------------|---------------------------------------------------|-----------------------|
@@ -11,6 +12,7 @@ array of ``plan.n_kept`` results in that dtype. The accumulator policy lives her
 |                                | tiles: compensated across 256-row pieces          |                       |
 | int32/int64/uint32/uint64 mean | exact 128-bit sum (32-bit tiles: float64, exact   | truncate toward zero  |
 |                                | for up to 2**20 values, EXACT_FLOAT_INT_COUNT)    |                       |
+| integer sum (not public yet)   | exact 128-bit sum                                 | keep the low bits     |
 | integer sum of squares         | uint64, wrapping (uint32 in 32-bit tiles)         | keep the low bits     |
 | integer log-sum-exp            | exact max, float64 sum of exp(x - max)            | truncate toward zero; |
 |                                |                                                   | next to an integer,   |
@@ -56,11 +58,14 @@ class Reduction:
             raise ValueError(f"no kernels for {self}; they exist for {sorted(KERNEL_SETS)}")
 
 
-KERNEL_SETS = {(SUM, EXACT, True), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False)}
+# (term, integer accumulator, mean): a sum of x (ReduceSum's) keeps the exact sum's low bits, which
+# are its sum modulo 2**bits
+KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False)}
 
-# float64 mean of finite values whose sum overflows: sum x * 2**-64 instead (exact scaling), then
-# multiply the mean back; a sum of fewer than 2**63 finite float64 values cannot overflow that way.
-_MEAN_RESCALE = 2.0**-64
+# float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
+# scaling), then multiply the result back; a sum of fewer than 2**63 finite float64 values cannot
+# overflow that way.
+_SUM_RESCALE = 2.0**-64
 
 _NO_MAXIMA = np.zeros(0)  # the maxima argument of sums that are not of exp(x - max)
 _NO_PARTIALS = np.zeros(0)  # the chunk-partial arguments when the kernel writes the results itself
@@ -118,13 +123,19 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     after the kernel; a log-sum-exp's max kernel, then its sum kernel)."""
     if reduction.term == EXP:
         return _log_sum_exp_call(plan, dtype)
-    divisor = float(plan.n_reduced) if reduction.mean else 1.0
+    count = plan.n_reduced if reduction.mean else 1
     if dtype in FLOAT_BITS:
-        return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], divisor=divisor,
-                           finite=reduction.mean and dtype.char == "d")
+        return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], divisor=float(count),
+                           finite=_retried_if_not_finite(reduction, dtype))
     if reduction.mean and _int_mean_by_float_tiles(plan, dtype):
-        return _float_call(plan, SUM, dtype, divisor=divisor)
-    return _int_call(plan, reduction.int_accumulator == WRAPPING, dtype)
+        return _float_call(plan, SUM, dtype, divisor=float(count))
+    return _int_call(plan, reduction.int_accumulator == WRAPPING, dtype, count)
+
+
+def _retried_if_not_finite(reduction, dtype):
+    """Whether float64 sums of x (means and sums) are computed again, rescaled, where a result is not
+    finite: float64 partial sums can overflow where the whole sum does not (compute)."""
+    return reduction.term == SUM and dtype.char == "d"
 
 
 def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finite=False):
@@ -156,26 +167,27 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
     return KernelCall(kernels, plan.parallel, args, carrier, finite=finite)
 
 
-def _int_call(plan, squares, carrier):
-    """The KernelCall of the integer exact mean or wrapping sum of squares (``squares``) of
-    ``carrier`` data that writes finished results itself, or None."""
+def _int_call(plan, squares, carrier, count):
+    """The KernelCall of the integer exact sum divided by ``count`` (integers._int_mean; 1: the
+    wrapping sum) or wrapping sum of squares (``squares``) of ``carrier`` data that writes finished
+    results itself, or None."""
     if plan.single_run:  # serial ones too: the row kernels' serial variants
         n_kept, kept_stride, n_reduced, step = plan.single_run
         kernels = rows.int_rows(squares, rows.int_rows_four(squares, carrier, n_kept, n_reduced, step))
-        args = plan.base, kept_stride, n_kept, n_reduced, step
+        args = plan.base, kept_stride, n_kept, n_reduced, step, count
     elif not plan.parallel:
         kernels = serial.int_sums(squares), None
-        args = plan.base, plan.dims, plan.kept_ndim, plan.tile, plan.n_reduced
+        args = plan.base, plan.dims, plan.kept_ndim, plan.tile, count
     elif plan.single_block:
         kernels = table.KERNELS[table.INT_BLOCKS[squares]]
-        args = plan.base, *plan.single_block
+        args = plan.base, *plan.single_block, count
     elif _narrow_tile(plan, carrier.itemsize) and (squares or carrier.itemsize == 8):  # (tiles._int_tiles_for)
         n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
         kernels = table.KERNELS[table.INT_TILES[squares]]
-        args = plan.base, n_outer, outer_stride, n_inner, n_reduced
+        args = plan.base, n_outer, outer_stride, n_inner, n_reduced, count
     elif plan.nchunks == 1:
         kernels = table.KERNELS["int_sums"]
-        args = plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, squares, plan.n_reduced, _NO_WORDS, _NO_WORDS
+        args = plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, squares, count, _NO_WORDS, _NO_WORDS
     else:
         return None
     return KernelCall(kernels, plan.parallel, args, carrier)
@@ -230,6 +242,7 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
     results in ``dtype``."""
     result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
+    count = plan.n_reduced if reduction.mean else 1  # what the sums are divided by
     call = kernel_call(reduction, plan, dtype)
     returned = None
     if call is not None:
@@ -242,17 +255,18 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
         else:
             _int_log_sum_exp(plan, src, dtype, result)
     elif dtype in FLOAT_BITS or (reduction.mean and _int_mean_by_float_tiles(plan, dtype)):
-        _float_sums(plan, src, reduction.term, result, divisor=float(plan.n_reduced) if reduction.mean else 1.0)
+        _float_sums(plan, src, reduction.term, result, divisor=float(count))
     else:
-        _int_sums(plan, src, reduction.int_accumulator == WRAPPING, result)
-    if reduction.mean and dtype.char == "d" and not (finish.all_finite(result) if returned is None else returned):
+        _int_sums(plan, src, reduction.int_accumulator == WRAPPING, count, result)
+    if _retried_if_not_finite(reduction, dtype) and not (finish.all_finite(result) if returned is None else returned):
         # inf/NaN inputs or an overflowing sum of finite values. The rescaled sums cannot overflow,
-        # so where a result is not finite theirs is the right one: finite for finite values, and for
-        # an infinity among values whose sum overflowed the other way, that infinity
-        # ([-1.7e308, -1.7e308, inf] had come out NaN: -inf + inf).
+        # so where a result is not finite theirs is the right one: finite for finite values whose
+        # sum (mean) is within range, and for an infinity among values whose sum overflowed the
+        # other way, that infinity ([-1.7e308, -1.7e308, inf] had come out NaN: -inf + inf).
         rescaled = np.empty(plan.n_kept)
-        _float_sums(plan, src, SUM, rescaled, scale=_MEAN_RESCALE, divisor=float(plan.n_reduced))
-        result = np.where(np.isfinite(result), result, rescaled / _MEAN_RESCALE)
+        _float_sums(plan, src, SUM, rescaled, scale=_SUM_RESCALE, divisor=float(count))
+        with np.errstate(over="ignore"):  # a sum beyond float64's range: inf, as IEEE addition
+            result = np.where(np.isfinite(result), result, rescaled / _SUM_RESCALE)
     return _as_dtype(result, dtype)
 
 
@@ -273,20 +287,20 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
     return None
 
 
-def _int_sums(plan, src, squares, result):
-    """Integer exact mean or wrapping sum of squares (squares) into result, of the input dtype: the
-    kernels compute uint64 two's-complement bits, and the store keeps the low bits."""
-    call = _int_call(plan, squares, src.dtype)
+def _int_sums(plan, src, squares, count, result):
+    """Integer exact sum divided by ``count`` or wrapping sum of squares (squares) into result, of the
+    input dtype: the kernels compute uint64 two's-complement bits, and the store keeps the low bits."""
+    call = _int_call(plan, squares, src.dtype, count)
     if call is not None:
         call(src, result)
         return
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, plan.n_reduced, low, high, result)
+    _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, count, low, high, result)
     if squares:
         finish.finish_int_squares(low, plan.nchunks, result)
     else:
-        finish.finish_int_mean(low, high, plan.nchunks, plan.n_reduced, result)
+        finish.finish_int_mean(low, high, plan.nchunks, count, result)
 
 
 def _maxima(plan, src, dtype):

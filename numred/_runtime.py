@@ -4,7 +4,8 @@
   the function, not its options, so the ``parallel=True`` variant is compiled from a renamed copy.
   When neither the package's ``__pycache__`` nor the user cache directory is writable, numred's own
   functions fall back to a private per-user directory under the system temp directory, and with no
-  writable place at all they are compiled in memory: never an error at import.
+  writable place at all they are compiled in memory: never an error at import. Their cache entries
+  are stamped with a hash of all kernel modules (``package_source_stamp``), not only their own.
   Saving a compiled kernel to the cache holds an inter-process file lock, so that processes doing
   their first calls at once cannot corrupt each other's cache index (numba#4807, #10128).
 - ``run``: one parallel kernel at a time per process; another thread waits for it. This keeps Numba's
@@ -16,6 +17,9 @@
 """
 from __future__ import annotations
 
+import functools
+import glob
+import hashlib
 import os
 import stat
 import tempfile
@@ -33,20 +37,69 @@ except ImportError:  # not POSIX: cache saves go without the inter-process lock
 _PRIVATE_ROOT = os.path.join(tempfile.gettempdir(), f"numred-{os.getuid() if hasattr(os, 'getuid') else 0}")
 
 
-def _install_private_cache_locator() -> None:
-    """Register the last-resort cache locator with Numba (an internal API: skipped if it moved)."""
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# what numred's compiled code comes from: the kernel modules and this one (entry, renamed_copy)
+_SOURCES = sorted([*glob.glob(os.path.join(_PACKAGE_DIR, "kernels", "*.py")), os.path.abspath(__file__)])
+
+
+def package_source_stamp() -> bytes:
+    """A hash of the kernels' source files, the stamp of numred's entries in Numba's disk cache.
+    Numba stamps a cached function with its own source file only, but a kernel compiles the helpers
+    of other modules into itself: after a helper changed, kernels loaded from the cache ran the old
+    one (an exact-sum helper changed in ``kernels.integers``, and the cached serial kernels kept
+    dividing by the count). With this stamp, any change to a kernel module invalidates them all."""
+    stats = []
+    for path in _SOURCES:
+        info = os.stat(path)
+        stats.append((path, info.st_mtime_ns, info.st_size))
+    return _hash_of(tuple(stats))
+
+
+@functools.lru_cache(maxsize=4)
+def _hash_of(stats) -> bytes:
+    # keyed by every file's mtime and size, as Numba's own source hash: a file that changes while
+    # the process runs is hashed again
+    digest = hashlib.sha256()
+    for path, _, _ in stats:
+        digest.update(os.path.relpath(path, _PACKAGE_DIR).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.digest()
+
+
+class _WholePackageStamp:
+    """Mixin for Numba's cache locators: numred's functions only, stamped with package_source_stamp."""
+
+    def get_source_stamp(self):
+        try:
+            return package_source_stamp()
+        except OSError:  # sources not on disk (a zip or frozen install): Numba's own stamp
+            return super().get_source_stamp()
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not py_func.__module__.startswith("numred."):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+def _install_cache_locators() -> None:
+    """Put numred's cache locators first in Numba's list (an internal API: skipped if it moved): the
+    ones Numba would choose, with package_source_stamp, then the last-resort private directory."""
     try:
         from numba.core import caching
 
         base = (caching._SourceFileBackedLocatorMixin, caching._CacheLocator)
         impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in Numba 0.62
         locators = impl._locator_classes
+        standard = [getattr(caching, name, None) or getattr(caching, "_" + name)
+                    for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")]
     except AttributeError:
         return
 
-    class PrivateTempLocator(*base):
-        """numred's kernels only, in a directory this user owns and nobody else can write (cache
-        files are pickles: a directory others can write would let them run code here)."""
+    class PrivateTempLocator(_WholePackageStamp, *base):
+        """In a directory this user owns and nobody else can write (cache files are pickles: a
+        directory others can write would let them run code here)."""
 
         def __init__(self, py_func, py_file):
             self._py_file = py_file
@@ -60,14 +113,12 @@ def _install_private_cache_locator() -> None:
             _ensure_private_dir(_PRIVATE_ROOT)
             super().ensure_cache_path()
 
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            if not py_func.__module__.startswith("numred."):
-                return None
-            return super().from_function(py_func, py_file)
-
-    if not any(c.__name__ == PrivateTempLocator.__name__ for c in locators):
-        locators.append(PrivateTempLocator)
+    if any(getattr(c, "__module__", None) == __name__ for c in locators):
+        return  # (installed already: this module was imported again)
+    stamped = [type(f"Numred{c.__name__.lstrip('_')}", (_WholePackageStamp, c), {"__module__": __name__})
+               for c in standard]
+    locators[:0] = stamped
+    locators.append(PrivateTempLocator)
 
 
 def _ensure_private_dir(path: str) -> None:
@@ -79,7 +130,7 @@ def _ensure_private_dir(path: str) -> None:
         raise OSError(f"{path} is not a private directory of this user")
 
 
-_install_private_cache_locator()
+_install_cache_locators()
 
 
 def renamed_copy(fn, suffix: str):

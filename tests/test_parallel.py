@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -388,7 +389,7 @@ def test_integer_narrow_tiles_kernel_takes_32_bit_means_too(dtype):
     assert kernels.tiles.narrow_tile(n_inner, plan.tile, n_reduced, step), plan
     result = np.empty(plan.n_kept, dtype=dtype)
     kernel = kernels.table.KERNELS[kernels.table.INT_TILES[False]][0]
-    kernel(src, plan.base, *plan.single_tile[:4], result)
+    kernel(src, plan.base, *plan.single_tile[:4], n_reduced, result)  # (the count: a mean)
     expected = oracle.expected("reduce_mean", whole, [1])
     oracle.assert_matches(result.reshape(40, 1, 4), expected, dtype)
 
@@ -528,3 +529,107 @@ def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
         assert np.isnan(got[0]), (call, got[:3])  # (the one row of (1, 600) holds both: NaN)
         if shape[0] > 1:
             assert got[-1] == np.inf and np.all(got[1:-1] == 1.0), (call, got[:3])
+
+
+# ---- the sum of x: ReduceSum's kernels --------------------------------------------------------------
+
+def _sum_record():
+    """A registry record of ReduceSum, as the next release's entry will read: the term x, the exact
+    integer sum kept to its low bits (its sum modulo 2**bits), no division."""
+    import dataclasses
+
+    from numred import _compute
+    from numred._registry import OPS_BY_NAME
+
+    return dataclasses.replace(OPS_BY_NAME["reduce_mean"], name="reduce_sum", onnx_name="ReduceSum", empty_float=0.0,
+                               empty_int=0, exact=None, reduction=_compute.Reduction(_compute.SUM, _compute.EXACT))
+
+
+def _plan_kind(x, axes):
+    from numred._frontend import CARRIERS
+    from numred._plan import make_plan
+
+    plan = make_plan(x.view(CARRIERS[x.dtype]), tuple(range(x.ndim)) if axes is None else tuple(axes))[0]
+    if not plan.parallel:
+        return "serial rows" if plan.single_run else "serial"
+    for kind in ("single_run", "single_tile", "single_block"):
+        if getattr(plan, kind):
+            return kind
+    return "chunked" if plan.nchunks > 1 else "general"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint64"])
+def test_the_sum_of_x_matches_exact_sums_on_every_layout(dtype):
+    # The sum reduction (term x, no division; _compute.KERNEL_SETS) through the front end, first
+    # calls and repeats (one launch), on every layout the precompile step covers. Floats: grid
+    # values, whose float64 sums are exact in any order, so the result is that sum rounded once
+    # (float16 sums beyond 65504 are inf), with NaN, +inf and inf - inf rows. Integers: values over
+    # the whole dtype, whose sum wraps; NumPy's uint64 sum is exact modulo 2**64, and its low bits
+    # are the sum modulo 2**bits.
+    from numred._frontend import reduce
+    from numred.precompile import LAYOUTS
+
+    op = _sum_record()
+    kinds = set()
+    for shape, axes, *view in LAYOUTS:
+        rng = np.random.default_rng(sum(shape))
+        if dtype in ("float32", "float64", "float16", "bfloat16"):
+            kind = "float32-grid" if dtype == "float32" else "float64-grid" if dtype == "float64" else f"{dtype}-grid"
+            whole = _make(kind, shape, seed=len(shape))
+            flat = whole.reshape(-1)
+            flat[7], flat[-3], flat[len(flat) // 2], flat[len(flat) // 2 + 1] = np.nan, np.inf, np.inf, -np.inf
+        else:
+            info = np.iinfo(dtype)
+            whole = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+        x = whole[view[0]] if view else whole
+        before = whole.copy()
+        t = _norm_axes(axes, x.ndim)
+        if x.dtype.kind in "iu":
+            with np.errstate(over="ignore"):
+                wrapped = np.sum(x.astype(np.int64 if x.dtype.kind == "i" else np.uint64).view(np.uint64), axis=t,
+                                 keepdims=True, dtype=np.uint64)
+            expected = wrapped.astype(x.dtype)  # the low bits, as C casts keep them
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                expected = np.sum(x.astype(np.float64), axis=t, keepdims=True).astype(x.dtype)
+        for call in range(2):
+            got = reduce(op, x, axes, 1, 0)
+            ctx = f"{dtype} {shape} axes={axes} view={bool(view)} call {call + 1}"
+            assert got.dtype == x.dtype and got.shape == expected.shape, ctx
+            same = (got == expected) | (np.isnan(got.astype(np.float64)) & np.isnan(expected.astype(np.float64)))
+            assert same.all(), f"{ctx}: {int((~same).sum())} differ, first {got[~same][:3]} for {expected[~same][:3]}"
+            assert not np.shares_memory(got, x), ctx
+        assert whole.tobytes() == before.tobytes(), "the input was modified"
+        kinds.add(_plan_kind(x, axes))  # (after a call: bfloat16's carrier is registered on first use)
+    assert kinds == {"serial", "serial rows", "single_run", "single_tile", "single_block", "general", "chunked"}, kinds
+
+
+@pytest.mark.parametrize("shape", [(20, 31), (400, 301), (1, 300_001)])  # serial, parallel rows, chunked
+def test_a_float64_sum_overflows_only_when_the_exact_sum_does(shape):
+    # Partial sums of finite float64 values can overflow where the whole sum does not: each row is
+    # h values of +1.6e308, h of -1.6e308 and one of 1.5e308 - k * 1e300 (k: the row), whose exact
+    # sum is that last value. Its float64 result must be finite and within the bound of any
+    # float64 summation order (NumPy's pairwise sum's included, SEMANTICS.md), n * 2**-53 * sum |x|.
+    # A row whose exact sum is beyond float64's range gives inf of its sign.
+    from numred._frontend import reduce
+
+    op = _sum_record()
+    n_rows, n = shape
+    h = n // 2
+    x = np.empty(shape)
+    x[:, :h] = 1.6e308
+    x[:, h:2 * h] = -1.6e308
+    x[:, -1] = 1.5e308 - np.arange(n_rows) * 1e300
+    bound = (n + 2) * Fraction(2) ** -53 * (2 * h * Fraction(1.6e308) + Fraction(1.5e308))
+    for call in range(2):
+        got = reduce(op, x, [1], 0, 0)
+        assert np.isfinite(got).all(), (call, got[:3])
+        assert all(abs(Fraction(float(g)) - Fraction(float(e))) <= bound for g, e in zip(got, x[:, -1])), call
+    y = x.copy()
+    y[:, h] = 1.6e308  # one more large positive term: the exact sum is above 3e308
+    y[-1, :] = -1.6e308  # all negative
+    expected = np.full(n_rows, np.inf)
+    expected[-1] = -np.inf
+    for call in range(2):
+        got = reduce(op, y, [1], 0, 0)
+        assert np.array_equal(got, expected), (call, got[:3], got[-1:])

@@ -249,6 +249,35 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
         assert int(run_python(code.replace("PARALLEL_ALLOWED", str(parallel_allowed)), env=env)) == 0, options
 
 
+def test_a_changed_helper_module_invalidates_the_cached_kernels(tmp_path):
+    # Numba stamps a cached function with its own source file, but numred's kernels compile helpers
+    # of other modules into themselves (_runtime.package_source_stamp). After a change to a helper
+    # module alone, a process must compile the kernels again, not load ones holding the old helper.
+    root = tmp_path / "site"
+    shutil.copytree(PACKAGE_DIR, root / "numred", ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(root))
+    code = CACHE_MISSES + textwrap.dedent(
+        """
+        import numpy as np, numred
+        assert numred.__file__.startswith(ROOT), numred.__file__
+        x = np.arange(12, dtype=np.int64).reshape(3, 4)  # a serial integer mean: kernels.serial with kernels.integers
+        assert numred.reduce_mean(x, axes=[1], keepdims=0).tolist() == [1, 5, 9]
+        print(cache_misses())
+        """
+    ).replace("ROOT", repr(str(root)))
+
+    def misses():
+        result = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, result.stderr
+        return int(result.stdout)
+
+    assert misses() > 0 and misses() == 0  # compiled, then loaded
+    with open(root / "numred" / "kernels" / "integers.py", "a") as f:
+        f.write("\n# a change to a helper module\n")
+    assert misses() > 0
+
+
 def _read_only_install(tmp_path: Path) -> Path:
     """A copy of the package in a directory nobody may write, without any cache files."""
     root = tmp_path / "site"

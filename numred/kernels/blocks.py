@@ -59,11 +59,11 @@ def _int_blocks_for(squares):
     """int_sums for single-block plans (see _float_blocks_for), fixed to the exact mean or the
     wrapping sum of squares (``squares``): a group of neighbouring outputs per task, their runs read
     block by block, each added to its output's 128-bit sum or wrapping uint64 sum of squares (exact:
-    the order does not matter); finished into uint64 bits as int_rows does."""
+    the order does not matter); finished into uint64 bits as int_rows does (divided by ``count``)."""
 
-    def int_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, result):
+    def int_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, count, result):
         src = _borrowed(src)
-        count = _U64(n_outer * n_inner)
+        count = _U64(count)
         for group in prange(groups):
             k0, width = _group_of_outputs(group, n_kept, groups)
             low = np.zeros(width, dtype=np.uint64)

@@ -381,7 +381,10 @@ def _int_log_sum_exp(m, total, count, type_max):
 @njit(fastmath=False)
 def _int_mean(low, high, count):
     """The 128-bit two's-complement sum (low, high) divided by ``count`` (uint64), truncated toward
-    zero, as uint64 two's-complement bits."""
+    zero, as uint64 two's-complement bits: a mean. With ``count`` 1, the sum modulo 2**64 (the
+    quotient below need not fit 64 bits then)."""
+    if count == _U64(1):
+        return low
     negative = (high >> _U64(63)) != _U64(0)
     if negative:  # magnitude of the 128-bit value
         low = ~low + _U64(1)

@@ -242,11 +242,12 @@ def _int_rows_for(squares, four):
     """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here)
     or the wrapping sum of squares, and to reading rows four at a time or one by one (int_rows_four):
     one parallel loop per kernel. No per-output arrays or chunk partials. The kernel computes uint64
-    two's-complement bits; storing them into the input dtype keeps the low bits."""
+    two's-complement bits; storing them into the input dtype keeps the low bits. The exact sums are
+    divided by ``count`` (integers._int_mean: 1 for the wrapping sum itself)."""
 
-    def int_rows(src, base, kept_stride, n_kept, n_reduced, step, result):
+    def int_rows(src, base, kept_stride, n_kept, n_reduced, step, count, result):
         src = _borrowed(src)
-        count = _U64(n_reduced)
+        count = _U64(count)
         if four:
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group

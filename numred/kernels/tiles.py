@@ -152,16 +152,17 @@ def _int_tiles_for(squares):
     the exact mean of 64-bit data (32-bit means take float_tiles: _compute._int_mean_by_float_tiles),
     reading each outer block of n_reduced x n_inner contiguous elements as float_tiles does: as rows
     of NARROW_ROW (eight at a time for squares, four for the halves of means) into NARROW_ROW column
-    accumulators, folded into the outputs at the end and finished into uint64 bits as int_rows does.
+    accumulators, folded into the outputs at the end and finished into uint64 bits as int_rows does
+    (divided by ``count``).
     int_sums read these blocks as wide rows of a width known only at run time, with arrays per outer
     block: int32 sums of squares took 1.5-2.6x float32's time. (With the fold through _fold_halves
     and per-task output arrays, 2048x300x2 int32 sums of squares took 2.4-2.8x as long in processes
     that loaded the kernel from the disk cache as in the one that compiled it.)"""
 
-    def int_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, result):
+    def int_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, count, result):
         src = _borrowed(src)
         n = n_reduced * n_inner
-        count = _U64(n_reduced)
+        count = _U64(count)
         per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
         for task in prange(-(-n_outer // per_task)):
             # the low halves (or wrapping squares) and high halves of each column, as in int_sums
