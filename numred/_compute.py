@@ -57,6 +57,11 @@ class Reduction:
         if (self.term, self.int_accumulator, self.mean) not in KERNEL_SETS:
             raise ValueError(f"no kernels for {self}; they exist for {sorted(KERNEL_SETS)}")
 
+    @property
+    def int_wraps(self) -> bool:
+        """Whether integer results are exact modulo 2**bits (sums), not a real value truncated."""
+        return self.int_accumulator == WRAPPING or (self.int_accumulator == EXACT and not self.mean)
+
 
 # (term, integer accumulator, mean): a sum of x (ReduceSum's) keeps the exact sum's low bits, which
 # are its sum modulo 2**bits
@@ -83,7 +88,7 @@ class KernelCall(NamedTuple):
     # float log-sum-exp's max)
     keys: np.dtype | None = None
     undecided: bool = False  # returns False where an integer log-sum-exp needs exact arithmetic
-    finite: bool = False  # results must all be finite, else the driver retries (float64 mean)
+    finite: bool = False  # results must all be finite, else the driver retries (float64 sums of x)
 
     def __call__(self, src, result):
         """What the kernel returns: None, the finite flag of the serial float sums, or for
@@ -374,8 +379,8 @@ INT_WIDENING = {
 class OneLaunch:
     """A whole computation that is one kernel call writing finished results (kernel_call). The front
     end keeps it with the plan for repeated calls, which then skip the driver. A float64 mean's
-    launch returns None when a result is not finite: the front end then runs the driver (compute),
-    which retries an overflowing sum rescaled. In parallel
+    launch (or a sum's) returns None when a result is not finite: the front end then runs the driver
+    (compute), which retries an overflowing sum rescaled. In parallel
     calls, after a kernel has streamed its data, each Python step of them runs on cold caches, and
     together they were a tenth of a 1000x1000 float32 mean (about 10 us of 70); small serial calls
     are mostly such steps.

@@ -30,7 +30,7 @@ class Op:
     @property
     def int_wraps(self) -> bool:
         """Whether integer results wrap modulo 2**bits (exact bits, not a real value rounded to an integer)."""
-        return self.reduction.int_accumulator == _compute.WRAPPING
+        return self.reduction.int_wraps
 
 
 def _square_in_dtype(x):
