@@ -150,18 +150,30 @@ def _spin(seconds):
         pass
 
 
+def _wait_while_spinning(seconds):
+    """bench.wait_for_quiet() while a Python thread of this process spins for ``seconds``."""
+    spinner = threading.Thread(target=_spin, args=(seconds,))
+    spinner.start()
+    try:
+        return bench.wait_for_quiet()
+    finally:
+        spinner.join()
+
+
 def test_wait_for_quiet_waits_while_a_thread_of_the_process_spins():
-    # a Python thread spinning as onnxruntime's workers do after a call: the wait lasts until it stops
+    # a Python thread spinning as onnxruntime's workers do after a call: the wait lasts until it
+    # stops, and gives up rather than waiting for ever. Up to three tries each: on a loaded machine
+    # (the other test workers) the spinner can get under a fifth of a core for one 5 ms step, which
+    # reads as quiet.
     assert bench.wait_for_quiet() is not None  # the process is quiet to begin with
-    spinner = threading.Thread(target=_spin, args=(0.2,))
-    spinner.start()
-    waited = bench.wait_for_quiet()
-    spinner.join()
-    assert waited is not None and 0.15 <= waited < _bench_timing.QUIET_MAX
-    spinner = threading.Thread(target=_spin, args=(_bench_timing.QUIET_MAX + 0.3,))
-    spinner.start()
-    assert bench.wait_for_quiet() is None  # gives up rather than waiting for ever
-    spinner.join()
+    waits = []
+    while len(waits) < 3 and not (waits and waits[-1] is not None and 0.15 <= waits[-1] < _bench_timing.QUIET_MAX):
+        waits.append(_wait_while_spinning(0.2))
+    assert waits[-1] is not None and 0.15 <= waits[-1] < _bench_timing.QUIET_MAX, waits
+    waits = []
+    while len(waits) < 3 and not (waits and waits[-1] is None):
+        waits.append(_wait_while_spinning(_bench_timing.QUIET_MAX + 0.3))
+    assert waits[-1] is None, waits
 
 
 def test_rounds_below_one_exit_2_before_measuring(monkeypatch, capsys):
