@@ -381,16 +381,15 @@ def _int_log_sum_exp(m, total, count, type_max):
 @njit(fastmath=False)
 def _int_mean(low, high, count):
     """The 128-bit two's-complement sum (low, high) divided by ``count`` (uint64), truncated toward
-    zero, as uint64 two's-complement bits: a mean. With ``count`` 1, the sum modulo 2**64 (the
-    quotient below need not fit 64 bits then)."""
-    if count == _U64(1):
-        return low
+    zero, as uint64 two's-complement bits: a mean. With ``count`` 1, the sum modulo 2**64."""
     negative = (high >> _U64(63)) != _U64(0)
     if negative:  # magnitude of the 128-bit value
         low = ~low + _U64(1)
         high = ~high + _U64(low == _U64(0))
     if high == _U64(0):  # |sum| < 2**64: the machine division
         quotient = low // count
+    elif count == _U64(1):  # a sum, not a mean: its low bits (the division below needs a 64-bit quotient)
+        quotient = low
     else:
         # |sum| / count: the quotient fits 64 bits (a mean lies within the dtype's range), so
         # high < count and a 64-step long division of (high, low) finishes it.
