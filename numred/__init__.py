@@ -1,4 +1,4 @@
-"""numred: the ONNX opset-18 reductions ReduceMean, ReduceLogSumExp and ReduceSumSquare for float32,
+"""numred: the ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceLogSumExp and ReduceSumSquare for float32,
 float64, float16, bfloat16, int32, int64, uint32 and uint64, computed by Numba kernels.
 
 The behaviour of every edge case is the contract in docs/SEMANTICS.md.
@@ -17,12 +17,12 @@ from ._frontend import unexpected_keywords as _unexpected_keywords
 from ._registry import OPS_BY_NAME as _OPS
 
 __version__ = "0.1.0"
-__all__ = ["reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "AxesLike", "__version__"]
+__all__ = ["reduce_mean", "reduce_sum", "reduce_log_sum_exp", "reduce_sum_square", "AxesLike", "__version__"]
 
 #: What ``axes`` accepts: None, an int, a sequence of ints or a 1-D integer array (ONNX gives int64).
 AxesLike = Union[int, Sequence[int], npt.NDArray[np.integer], None]
 
-# The parts of the three docstrings that are the same, written once ({parameters} and
+# The parts of the docstrings that are the same, written once ({parameters} and
 # {common_errors} lines; str.replace, because the docstrings hold other braces).
 _SHARED_DOC = {
     "    {parameters}\n": """    data : array_like
@@ -87,7 +87,7 @@ def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
 
     See Also
     --------
-    reduce_log_sum_exp, reduce_sum_square
+    reduce_sum, reduce_log_sum_exp, reduce_sum_square
 
     Examples
     --------
@@ -114,6 +114,70 @@ def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
     if unexpected:
         raise _unexpected_keywords("reduce_mean", unexpected)
     return _reduce(_OPS["reduce_mean"], data, axes, keepdims, noop_with_empty_axes)
+
+
+@_shared_doc
+def reduce_sum(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+               noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
+    """ONNX ReduceSum (opset 18): the sum over ``axes``, in the input dtype.
+
+    Floats accumulate in float64 and round once to the input dtype; float64 sums are nearly exact
+    (at least as accurate as NumPy's pairwise sum), and a float64 sum is ±inf only when the exact
+    sum is beyond float64's range. Integers wrap modulo 2**bits, exactly like
+    ``np.sum(x, dtype=T)``.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, a copy of ``data``. An empty set
+        gives 0. IEEE rules for NaN and inf: any NaN, or +inf with -inf, gives NaN.
+
+    Raises
+    ------
+    {common_errors}
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
+
+    See Also
+    --------
+    reduce_mean, reduce_sum_square, reduce_log_sum_exp
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    >>> numred.reduce_sum(x, axes=[0], keepdims=0)
+    array([4., 6.], dtype=float32)
+    >>> numred.reduce_sum(x, keepdims=0)
+    array(10., dtype=float32)
+
+    float32 data is summed in float64 and rounded once: a million float32 values of 0.1 (each
+    0.100000001490116...) sum to 100000.0015, which rounds to 100000.0 (NumPy's float32 pairwise sum
+    gives 100000.01):
+
+    >>> x = np.full(10**6, 0.1, dtype=np.float32)
+    >>> numred.reduce_sum(x)
+    array([100000.], dtype=float32)
+    >>> float(np.sum(x))
+    100000.0078125
+
+    Integers wrap, they are not promoted:
+
+    >>> numred.reduce_sum(np.int32([2**31 - 1, 1]))
+    array([-2147483648], dtype=int32)
+    >>> numred.reduce_sum(np.uint32([]))
+    array([0], dtype=uint32)
+    """
+    if unexpected:
+        raise _unexpected_keywords("reduce_sum", unexpected)
+    return _reduce(_OPS["reduce_sum"], data, axes, keepdims, noop_with_empty_axes)
 
 
 @_shared_doc
@@ -147,7 +211,7 @@ def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int
 
     See Also
     --------
-    reduce_mean, reduce_sum_square
+    reduce_mean, reduce_sum, reduce_sum_square
 
     Examples
     --------
@@ -198,7 +262,7 @@ def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int 
 
     See Also
     --------
-    reduce_mean, reduce_log_sum_exp
+    reduce_sum, reduce_mean, reduce_log_sum_exp
 
     Examples
     --------

@@ -140,6 +140,8 @@ class TorchPeer(Peer):
         dims = list(axes)
         if op.onnx_name == "ReduceMean":
             return lambda: torch.mean(t, dim=dims, keepdim=True)
+        if op.onnx_name == "ReduceSum":
+            return lambda: torch.sum(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceLogSumExp":
             return lambda: torch.logsumexp(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceSumSquare":

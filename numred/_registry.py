@@ -76,6 +76,16 @@ OPS = (
         numpy_peer=lambda x, axes, keepdims: np.sum(np.square(x), axis=axes, keepdims=keepdims),
         reduction=_compute.Reduction(_compute.SQUARES, _compute.WRAPPING),
     ),
+    Op(
+        name="reduce_sum",
+        onnx_name="ReduceSum",
+        empty_float=0.0,
+        empty_int=0,
+        noop=lambda x: x.copy(),
+        numpy_peer=lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
+        # integers: the exact sum's low bits, which is the sum modulo 2**bits (int_wraps)
+        reduction=_compute.Reduction(_compute.SUM, _compute.EXACT),
+    ),
 )
 
 OPS_BY_NAME = {op.name: op for op in OPS}

@@ -92,7 +92,7 @@ def _reference_op(op) -> type[OpRun]:
 
 
 #: The operator classes to pass as ``ReferenceEvaluator(model, new_ops=REFERENCE_OPS)``: one per
-#: operator of numred (ReduceMean, ReduceLogSumExp, ReduceSumSquare), built from the op registry.
+#: operator of numred (ReduceMean, ReduceSum, ReduceLogSumExp, ReduceSumSquare), built from the op registry.
 REFERENCE_OPS: list[type[OpRun]] = [_reference_op(op) for op in OPS]
 # each class also under its operator name: numred.onnx.ReduceMean, ...
 globals().update({cls.__name__: cls for cls in REFERENCE_OPS})
@@ -109,7 +109,7 @@ class BackendRep(onnx.backend.base.BackendRep):
     Parameters
     ----------
     model : onnx.ModelProto
-        A model whose nodes are all ReduceMean, ReduceLogSumExp or ReduceSumSquare.
+        A model whose nodes are all ReduceMean, ReduceSum, ReduceLogSumExp or ReduceSumSquare.
     """
 
     def __init__(self, model: onnx.ModelProto):
@@ -146,8 +146,8 @@ class BackendRep(onnx.backend.base.BackendRep):
 class Backend(onnx.backend.base.Backend):
     """An ONNX backend (``onnx.backend.base.Backend``) that runs models through numred, on the CPU.
 
-    It accepts only models whose nodes are all ReduceMean, ReduceLogSumExp or ReduceSumSquare of the
-    default domain, in any opset: any other node would be computed by onnx's NumPy reference, not by
+    It accepts only models whose nodes are all ReduceMean, ReduceSum, ReduceLogSumExp or ReduceSumSquare
+    of the default domain, in any opset: any other node would be computed by onnx's NumPy reference, not by
     numred, and a result would be reported as numred's that is not. ``is_compatible`` says False for
     such models and ``prepare`` refuses them.
     """
@@ -173,7 +173,7 @@ class Backend(onnx.backend.base.Backend):
 
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
-        """Whether this backend runs ``model``: every node is one of numred's three operators.
+        """Whether this backend runs ``model``: every node is one of numred's operators.
 
         Parameters
         ----------
@@ -187,7 +187,7 @@ class Backend(onnx.backend.base.Backend):
         Returns
         -------
         bool
-            True when the device is the CPU and every node of the graph is ReduceMean,
+            True when the device is the CPU and every node of the graph is ReduceMean, ReduceSum,
             ReduceLogSumExp or ReduceSumSquare of the default domain (any opset).
         """
         return cls.supports_device(device) and all(
@@ -217,7 +217,7 @@ class Backend(onnx.backend.base.Backend):
         Raises
         ------
         NotImplementedError
-            The device is not the CPU, or a node is not one of the three operators.
+            The device is not the CPU, or a node is not one of numred's operators.
         onnx.checker.ValidationError
             The model is not valid ONNX.
         """
@@ -225,7 +225,7 @@ class Backend(onnx.backend.base.Backend):
         if not cls.is_compatible(model, device):
             others = sorted({n.op_type for n in model.graph.node} - _SUPPORTED)
             raise NotImplementedError(
-                f"numred's backend runs ReduceMean, ReduceLogSumExp and ReduceSumSquare on the CPU only; "
+                f"numred's backend runs {', '.join(op.onnx_name for op in OPS)} on the CPU only; "
                 f"device {device!r}, other operators: {others}"
             )
         return BackendRep(model)
@@ -238,8 +238,8 @@ class Backend(onnx.backend.base.Backend):
         Parameters
         ----------
         node : onnx.NodeProto
-            A ReduceMean, ReduceLogSumExp or ReduceSumSquare node, with ``axes`` as an attribute
-            (opsets 1-13) or as its second input (opset 18).
+            A ReduceMean, ReduceSum, ReduceLogSumExp or ReduceSumSquare node, with ``axes`` as an
+            attribute (opsets 1-13; ReduceSum 1 and 11) or as its second input (opset 18; ReduceSum 13).
         inputs : list of numpy.ndarray
             The node's inputs in order; None for an omitted optional input.
         device : str, optional

@@ -1,4 +1,4 @@
-"""An independent oracle for numred's three reductions.
+"""An independent oracle for numred's reductions.
 
 Nothing here calls numred. Values are computed with Python ints, ``fractions.Fraction`` and
 ``math.fsum``/``math.exp``/``math.log``; NumPy is used only to move axes around and to convert
@@ -11,20 +11,23 @@ The oracle follows shared/SEMANTICS.md:
     is accepted when it is within 1 ulp (of the output dtype) of the exact value, plus the error
     bound of *any* float64 summation order, gamma(n) * sum|x| (Higham, recursive summation).
     Special values: any NaN -> NaN; +inf and -inf together -> NaN; else an inf gives that inf.
+  - ReduceSum: the exact rational sum, same tolerance as the mean (times n); a result beyond the
+    dtype's range is inf. Special values as the mean.
   - ReduceSumSquare: the exact sum of x*x, same tolerance (relative to the exact sum); NaN -> NaN,
     any inf -> +inf; a result beyond the dtype's range is inf.
   - ReduceLogSumExp: m + log(fsum(exp(x - m))) with m the exact max, in float64 (far more precise
     than the output ulp for the narrow types, and given an absolute tolerance of a few dozen float64
     ulps for float64). Any NaN -> NaN; else any +inf -> +inf; all -inf -> -inf.
-  - Empty reduced set: mean NaN, LSE -inf, SumSquare 0.
+  - Empty reduced set: mean NaN, LSE -inf, Sum and SumSquare 0.
 * integers (int32, int64, uint32, uint64):
   - ReduceMean: exact Python-int sum divided by n, truncated toward zero.
+  - ReduceSum: exact sum modulo 2**bits, two's complement for signed types.
   - ReduceSumSquare: exact sum of squares modulo 2**bits, two's complement for signed types.
   - ReduceLogSumExp: trunc(m + log(sum exp(x - m))) with m the exact max. When float64 cannot
     decide the truncation (m + f within 1e-12 of an integer) both neighbours are accepted. A result
     that does not fit the dtype must raise ValueError.
-  - Empty reduced set: mean and LSE raise ValueError, SumSquare gives 0.
-* noop_with_empty_axes=1 with no axes: mean/LSE give a copy, SumSquare gives x*x in the input dtype
+  - Empty reduced set: mean and LSE raise ValueError, Sum and SumSquare give 0.
+* noop_with_empty_axes=1 with no axes: mean/sum/LSE give a copy, SumSquare gives x*x in the input dtype
   (floats rounded once, integers wrapped).
 """
 from __future__ import annotations
@@ -42,7 +45,7 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum")
 
 # precision p (significand bits, implicit bit included), emin, emax
 _FORMATS = {
@@ -292,8 +295,8 @@ def _num_cell(exact: Fraction, tol: Fraction, dtype) -> FloatCell:
     return FloatCell("num", exact=exact, tol=tol, rounded=round_fraction(exact, dtype))
 
 
-def float_mean_cell(vals, dtype) -> FloatCell:
-    n = len(vals)
+def _special_sum_cell(vals) -> FloatCell | None:
+    """IEEE rules of a sum (and mean) of x: any NaN, or +inf with -inf, gives NaN; else an inf gives it."""
     if any(math.isnan(v) for v in vals):
         return FloatCell("nan")
     pos = any(v == math.inf for v in vals)
@@ -302,12 +305,37 @@ def float_mean_cell(vals, dtype) -> FloatCell:
         return FloatCell("nan")
     if pos or neg:
         return FloatCell("inf", sign=1 if pos else -1)
+    return None
+
+
+def float_mean_cell(vals, dtype) -> FloatCell:
+    n = len(vals)
+    special = _special_sum_cell(vals)
+    if special is not None:
+        return special
     if n == 0:
         return FloatCell("nan")
     fr = [Fraction(v) for v in vals]
     exact = sum(fr, Fraction(0)) / n
     s_abs = sum((abs(f) for f in fr), Fraction(0))
     tol = ulp(exact, dtype) + gamma(n + 2) * s_abs / n + (n + 2) * _TINY64
+    return _num_cell(exact, tol, dtype)
+
+
+def float_sum_cell(vals, dtype) -> FloatCell:
+    """The exact sum, within 1 ulp of the output plus any float64 summation order's error bound; beyond
+    the dtype's range, inf (FloatCell.accepts allows inf only where the exact sum is within tolerance
+    of the overflow threshold)."""
+    n = len(vals)
+    special = _special_sum_cell(vals)
+    if special is not None:
+        return special
+    if n == 0:
+        return FloatCell("num", exact=Fraction(0), tol=Fraction(0), rounded=0.0)
+    fr = [Fraction(v) for v in vals]
+    exact = sum(fr, Fraction(0))
+    s_abs = sum((abs(f) for f in fr), Fraction(0))
+    tol = ulp(exact, dtype) + gamma(n + 2) * s_abs + (n + 2) * _TINY64
     return _num_cell(exact, tol, dtype)
 
 
@@ -356,6 +384,10 @@ def int_mean_cell(vals, dtype) -> IntCell:
     if not vals:
         raise ExpectedError(ValueError, "integer ReduceMean of an empty set")
     return IntCell(frozenset([_trunc_div(sum(vals), len(vals))]))
+
+
+def int_sum_cell(vals, dtype) -> IntCell:
+    return IntCell(frozenset([_wrap(sum(vals), dtype)]))
 
 
 def int_sum_square_cell(vals, dtype) -> IntCell:
@@ -451,7 +483,7 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
     if is_float_dtype(dtype):
         rows = _float_values(moved).tolist()
         fn = {"reduce_mean": float_mean_cell, "reduce_sum_square": float_sum_square_cell,
-              "reduce_log_sum_exp": float_lse_cell}[op]
+              "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell}[op]
         res.cells = [fn(r, dtype) for r in rows]
     else:
         rows = moved.tolist()  # Python ints
@@ -459,6 +491,8 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
             res.cells = [int_mean_cell(r, dtype) for r in rows]
         elif op == "reduce_sum_square":
             res.cells = [int_sum_square_cell(r, dtype) for r in rows]
+        elif op == "reduce_sum":
+            res.cells = [int_sum_cell(r, dtype) for r in rows]
         else:
             undecided = False
             for r in rows:

@@ -105,6 +105,18 @@ CLAIMS = [
     (ORT, "ReduceLogSumExp", np.zeros(0, np.int32), None, 1, 0, equals([I32_MIN], np.int32), "empty set: INT_MIN"),
     (ORT, "ReduceLogSumExp", np.int32([5, 4, 4, 4, 4, 4]), None, 1, 0, equals([5], np.int32), "exp in integers"),
     (ORT, "ReduceLogSumExp", np.int32([I32_MAX] * 3), None, 1, 0, equals([I32_MAX], np.int32), "clamped"),
+    # ReduceSum
+    *[(ORT, "ReduceSum", np.array([1, 2], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
+       f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],
+    (ORT, "ReduceSum", np.full(10**6, 0.1, F32), None, 1, 0,
+     satisfies(lambda y: abs(float(y[0]) - 1e5) > 10, "float32 accumulation"), "float32 sum of 1e6 x 0.1"),
+    (REF, "ReduceSum", np.full(10**6, 0.1, F32), None, 1, 0, equals([100000.01], F32), "float32 sum of 1e6 x 0.1"),
+    (REF, "ReduceSum", np.full(10**4, 0.1, BF16), None, 1, 0, equals([32], BF16), "bfloat16 sum of 1e4 x 0.1"),
+    *[(rt, "ReduceSum", x, None, 1, 0, equals([np.inf], x.dtype), "partial sums overflow")
+      for rt in (ORT, REF) for x in (F64([1.7e308, 1.7e308, -1.7e308]), F32([3e38, 3e38, -3e38]))],
+    (ORT, "ReduceSum", np.int32([I32_MAX, 1]), None, 1, 0, equals([I32_MAX], np.int32), "saturates"),
+    (ORT, "ReduceSum", np.int64([I64_MAX, 1]), None, 1, 0, equals([I64_MAX], np.int64), "saturates"),
+    (ORT, "ReduceSum", F32([-0.0, -0.0]), None, 1, 0, satisfies(lambda y: np.signbit(y[0]), "-0.0"), "sum of -0.0"),
     # ReduceSumSquare
     *[(ORT, "ReduceSumSquare", np.array([1, 2], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
        f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],

@@ -1,10 +1,11 @@
 """numred.onnx: the reference-evaluator operators (REFERENCE_OPS) and the ONNX backend.
 
-* onnx's own backend test runner (onnx.backend.test.BackendTest) runs its ReduceMean,
+* onnx's own backend test runner (onnx.backend.test.BackendTest) runs its ReduceMean, ReduceSum,
   ReduceLogSumExp and ReduceSumSquare node tests through numred.onnx.Backend;
 * ReferenceEvaluator(model, new_ops=REFERENCE_OPS) reproduces the expected outputs of every node test
-  data directory of the three ops, read back from model.onnx and the .pb files;
-* opset 1/11/13 models (axes as an attribute) match the exact oracle (tests/oracle.py);
+  data directory of the four ops, read back from model.onnx and the .pb files;
+* opset 1/11/13 models (axes as an attribute; ReduceSum at 13: an input) match the exact oracle
+  (tests/oracle.py);
 * numred's kernels, not onnx's NumPy reference, compute the nodes (inputs where the two differ).
 """
 from __future__ import annotations
@@ -32,16 +33,16 @@ with warnings.catch_warnings():
     import numred.onnx
     from numred.onnx import REFERENCE_OPS, Backend
 
-OUR_TESTS = r"^test_reduce_(mean|log_sum_exp|sum_square)_"
+OUR_TESTS = r"^test_reduce_(mean|sum|log_sum_exp|sum_square)_"
 
 # ---- onnx's backend test runner --------------------------------------------------------------
-# Only the "_expanded" variants are excluded. They are models of other operators (ReduceSum, Exp,
-# Log, Mul, Cast...) that onnx generates from the function definitions: numred's backend declines
+# Only the "_expanded" variants are excluded. They are models of other operators (Exp, Log, Mul,
+# Cast... next to ReduceSum) that onnx generates from the function definitions: numred's backend declines
 # them (Backend.is_compatible is False, prepare raises NotImplementedError) because onnx's NumPy
 # reference, not numred, would compute them. The runner asks is_compatible only of on-disk models,
 # not of node tests, so they are excluded here and show up as skipped.
-# No node test of the three ops conflicts with docs/SEMANTICS.md: the two empty-set tests expect -inf
-# (LogSumExp) and 0 (SumSquare) for float32, as the contract says, and onnx has no ReduceMean
+# No node test of the four ops conflicts with docs/SEMANTICS.md: the empty-set tests expect -inf
+# (LogSumExp) and 0 (Sum, SumSquare) for float32, as the contract says, and onnx has no ReduceMean
 # empty-set node test.
 backend_test = onnx.backend.test.BackendTest(Backend, __name__).include(OUR_TESTS).exclude(r"_expanded_cpu$")
 
@@ -63,11 +64,16 @@ def _runner_cases():
 globals().update(_runner_cases())
 
 
+def _of_op(test_name, op):
+    """Whether the node test ``test_name`` is of operator ``op`` ("sum": not of "sum_square")."""
+    return test_name.startswith(f"test_reduce_{op}_") and not (op == "sum" and "_sum_square_" in test_name)
+
+
 def test_runner_has_our_node_tests():
     case = globals()["OnnxBackendNodeModelTest"]
     names = [a for a in vars(case) if a.startswith("test_")]
-    for op in ("mean", "log_sum_exp", "sum_square"):
-        assert sum(n.startswith(f"test_reduce_{op}_") and "_expanded" not in n for n in names) >= 8, op
+    for op in ("mean", "sum", "log_sum_exp", "sum_square"):
+        assert sum(_of_op(n, op) and "_expanded" not in n for n in names) >= 8, op
 
 
 # ---- node test data directories through ReferenceEvaluator ----------------------------------
@@ -121,9 +127,9 @@ def assert_close(got, want, context=""):
 
 
 def test_node_cases_found():
-    assert len(NODE_CASES) >= 24
-    for op in ("mean", "log_sum_exp", "sum_square"):
-        assert sum(c.name.startswith(f"test_reduce_{op}_") for c in NODE_CASES) >= 8, op
+    assert len(NODE_CASES) >= 36
+    for op in ("mean", "sum", "log_sum_exp", "sum_square"):
+        assert sum(_of_op(c.name, op) for c in NODE_CASES) >= 8, op
 
 
 @pytest.mark.parametrize("case", NODE_CASES, ids=[c.name for c in NODE_CASES])
@@ -148,12 +154,17 @@ DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.i
 ONNX_OPS = {op.onnx_name: op.name for op in numred._registry.OPS}
 
 
+def _axes_is_input(op_type, opset):
+    """Whether the operator takes axes as its second input at ``opset``: from 18 on (ReduceSum: 13)."""
+    return opset >= (13 if op_type == "ReduceSum" else 18)
+
+
 def _model(op_type, x, *, opset, axes=None, keepdims=None, noop=None):
-    """A one-node model: axes as an attribute below opset 18, as an initializer-free input from 18."""
+    """A one-node model: axes as an attribute before _axes_is_input, then as an initializer-free input."""
     elem = helper.np_dtype_to_tensor_dtype(x.dtype)
     attrs = {k: v for k, v in (("keepdims", keepdims), ("noop_with_empty_axes", noop)) if v is not None}
     inputs = [helper.make_tensor_value_info("x", elem, x.shape)]
-    if opset >= 18:
+    if _axes_is_input(op_type, opset):
         node_inputs = ["x"] if axes is None else ["x", "axes"]
         if axes is not None:
             inputs.append(helper.make_tensor_value_info("axes", TensorProto.INT64, [len(axes)]))
@@ -191,7 +202,8 @@ ATTRIBUTE_FORMS = [(opset, axes, keepdims) for opset in (1, 11, 13)
 def test_attribute_axes_forms(opset, op_type, dtype, axes, keepdims):
     x = _data(dtype, op_type)
     model = _model(op_type, x, opset=opset, axes=axes, keepdims=keepdims)
-    got = _run(model, {"x": x})
+    as_input = axes is not None and _axes_is_input(op_type, opset)  # (ReduceSum at opset 13)
+    got = _run(model, {"x": x, "axes": np.array(axes, dtype=np.int64)} if as_input else {"x": x})
     want = oracle.expected(ONNX_OPS[op_type], x, axes, 1 if keepdims is None else keepdims)
     oracle.assert_matches(got, want, f"opset {opset} axes={axes} keepdims={keepdims}")
 
@@ -242,6 +254,11 @@ def test_numred_not_the_reference_computes(opset):
     x = np.float32([[-np.inf, -np.inf]])
     got = _run(_model("ReduceLogSumExp", x, opset=opset), {"x": x})
     assert got.tolist() == [[-np.inf]]
+    # the reference sums float32 in float32 (NumPy's pairwise sum: 100000.0078125); numred in float64,
+    # rounding the exact 100000.0015 once
+    x = np.full((1, 10**6), 0.1, dtype=np.float32)
+    got = _run(_model("ReduceSum", x, opset=opset), {"x": x})
+    assert got.dtype == np.float32 and got.tolist() == [[100000.0]]
 
 
 def test_errors_are_numreds():
@@ -254,7 +271,7 @@ def test_errors_are_numreds():
 
 
 def test_reference_ops_are_named_like_the_operators():
-    assert [c.__name__ for c in REFERENCE_OPS] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare"]
+    assert [c.__name__ for c in REFERENCE_OPS] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare", "ReduceSum"]
     assert all(c.op_domain == "" for c in REFERENCE_OPS)
     assert numred.onnx.ReduceMean is REFERENCE_OPS[0]
 
@@ -298,9 +315,10 @@ def test_backend_run_node(op_type):
     node = helper.make_node(op_type, ["x", "axes"], ["y"], keepdims=0)
     (got,) = Backend.run_node(node, [x, axes])
     np.testing.assert_array_equal(got, func(x, axes, keepdims=0))
-    # opset 13 form: axes attribute, checked against that opset
+    # opset 13 form: axes attribute, checked against that opset (ReduceSum: from opset 13 on, axes is
+    # an input, which the opset 18 form above covers; its attribute form is opset 11's)
     node = helper.make_node(op_type, ["x"], ["y"], axes=[1])
-    (got,) = Backend.run_node(node, [x], opset_version=13)
+    (got,) = Backend.run_node(node, [x], opset_version=11 if op_type == "ReduceSum" else 13)
     np.testing.assert_array_equal(got, func(x, [1]))
     # an omitted optional axes input: all axes
     node = helper.make_node(op_type, ["x", ""], ["y"])
@@ -310,7 +328,7 @@ def test_backend_run_node(op_type):
 
 def test_backend_run_node_declines_other_operators():
     with pytest.raises(NotImplementedError):
-        Backend.run_node(helper.make_node("ReduceSum", ["x"], ["y"]), [np.float32([1])])
+        Backend.run_node(helper.make_node("ArgMax", ["x"], ["y"]), [np.float32([1])])
 
 
 def test_runner_skips_expanded_models():

@@ -107,6 +107,11 @@ def test_contract_value_rows():
     assert one("reduce_mean", [60000.0, 60000.0], np.float16) == 60000.0
     assert one("reduce_sum_square", [300.0], np.float16) == math.inf  # 90000 > 65504
     assert one("reduce_sum_square", [1e200, 1e200], np.float64) == math.inf
+    assert one("reduce_sum", [I32.max, 1], np.int32) == I32.min  # wraps, as np.sum(x, dtype=int32)
+    assert one("reduce_sum", [U64.max, 2], np.uint64) == 1
+    assert one("reduce_sum", [60000.0, 60000.0], np.float16) == math.inf  # 120000 > 65504
+    assert one("reduce_sum", [1.7e308, 1.7e308, -1.7e308], np.float64) == 1.7e308  # exact sum in range
+    assert one("reduce_sum", [0.1] * 10, np.float32) == np.float32(10 * float(np.float32(0.1)))
 
 
 def test_special_values():
@@ -120,6 +125,8 @@ def test_special_values():
     assert one("reduce_log_sum_exp", [-inf, -inf], np.float32) == -inf
     assert one("reduce_log_sum_exp", [-inf, 0.0], np.float32) == 0.0
     assert one("reduce_sum_square", [-inf, 1.0], np.float32) == inf
+    assert math.isnan(one("reduce_sum", [inf, -inf], np.float32))
+    assert one("reduce_sum", [-inf, 1.0], np.float32) == -inf
     assert math.isnan(one("reduce_sum_square", [nan, inf], np.float32))
 
 
@@ -129,6 +136,7 @@ def test_empty_reduced_set_floats(dtype):
     assert np.isnan(expected("reduce_mean", x, [1]).array().astype(np.float64)).all()
     assert (expected("reduce_log_sum_exp", x, [1]).array().astype(np.float64) == -np.inf).all()
     assert (expected("reduce_sum_square", x, [1]).array().astype(np.float64) == 0).all()
+    assert (expected("reduce_sum", x, [1]).array().astype(np.float64) == 0).all()
     assert expected("reduce_mean", x, [1]).shape == (2, 1)
 
 
@@ -140,6 +148,7 @@ def test_empty_reduced_set_integers(dtype):
             expected(op, x, [1])
         assert ei.value.exc_type is ValueError
     assert expected("reduce_sum_square", x, [1]).array().tolist() == [[0], [0]]
+    assert expected("reduce_sum", x, [1]).array().tolist() == [[0], [0]]
     # empty kept set: no error
     assert expected("reduce_mean", np.zeros((0, 3), dtype=dtype), [1]).shape == (0, 1)
 

@@ -30,7 +30,7 @@ from oracle import BFLOAT16
 
 pytestmark = pytest.mark.slow
 
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum")
 U = 2.0**-53
 
 
@@ -64,9 +64,10 @@ def _float_expected(opname, x, axes, exact_sums: bool):
     t = _norm_axes(axes, x.ndim)
     n = math.prod(x.shape[a] for a in t)
     x64 = x.astype(np.float64)
-    if opname == "reduce_mean":
-        e = np.sum(x64, axis=t, keepdims=True) / n
-        s_abs = np.sum(np.abs(x64), axis=t, keepdims=True) / n
+    if opname in ("reduce_mean", "reduce_sum"):
+        divisor = n if opname == "reduce_mean" else 1
+        e = np.sum(x64, axis=t, keepdims=True) / divisor
+        s_abs = np.sum(np.abs(x64), axis=t, keepdims=True) / divisor
         tol = 0.0 if exact_sums else (2 * n + 64) * U * s_abs
         return e, tol
     if opname == "reduce_sum_square":
@@ -93,6 +94,11 @@ def _int_expected(opname, x, axes):
         s = np.sum(x.astype(np.int64), axis=t, keepdims=True)  # exact, see the module docstring
         q = np.where(s >= 0, s // n, -((-s) // n))  # truncation toward zero
         return q, q
+    if opname == "reduce_sum":  # modulo 2**bits: the low bits of NumPy's (wrapping) uint64 sum
+        with np.errstate(over="ignore"):
+            s = np.sum(x.astype(np.int64).view(np.uint64), axis=t, keepdims=True, dtype=np.uint64)
+        s = s.astype(dtype).astype(np.int64) if bits < 64 else s.view(np.int64)  # (as the test casts results)
+        return s, s
     if opname == "reduce_sum_square":
         u = x.astype(np.int64).view(np.uint64)
         with np.errstate(over="ignore"):
@@ -531,19 +537,7 @@ def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
             assert got[-1] == np.inf and np.all(got[1:-1] == 1.0), (call, got[:3])
 
 
-# ---- the sum of x: ReduceSum's kernels --------------------------------------------------------------
-
-def _sum_record():
-    """A registry record of ReduceSum, as the next release's entry will read: the term x, the exact
-    integer sum kept to its low bits (its sum modulo 2**bits), no division."""
-    import dataclasses
-
-    from numred import _compute
-    from numred._registry import OPS_BY_NAME
-
-    return dataclasses.replace(OPS_BY_NAME["reduce_mean"], name="reduce_sum", onnx_name="ReduceSum", empty_float=0.0,
-                               empty_int=0, exact=None, reduction=_compute.Reduction(_compute.SUM, _compute.EXACT))
-
+# ---- ReduceSum on every layout --------------------------------------------------------------
 
 def _plan_kind(x, axes):
     from numred._frontend import CARRIERS
@@ -560,16 +554,14 @@ def _plan_kind(x, axes):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint64"])
 def test_the_sum_of_x_matches_exact_sums_on_every_layout(dtype):
-    # The sum reduction (term x, no division; _compute.KERNEL_SETS) through the front end, first
-    # calls and repeats (one launch), on every layout the precompile step covers. Floats: grid
+    # ReduceSum (term x, no division; _compute.KERNEL_SETS), first calls and repeats (one launch),
+    # on every layout the precompile step covers. Floats: grid
     # values, whose float64 sums are exact in any order, so the result is that sum rounded once
     # (float16 sums beyond 65504 are inf), with NaN, +inf and inf - inf rows. Integers: values over
     # the whole dtype, whose sum wraps; NumPy's uint64 sum is exact modulo 2**64, and its low bits
     # are the sum modulo 2**bits.
-    from numred._frontend import reduce
     from numred.precompile import LAYOUTS
 
-    op = _sum_record()
     kinds = set()
     for shape, axes, *view in LAYOUTS:
         rng = np.random.default_rng(sum(shape))
@@ -593,7 +585,7 @@ def test_the_sum_of_x_matches_exact_sums_on_every_layout(dtype):
             with np.errstate(over="ignore", invalid="ignore"):
                 expected = np.sum(x.astype(np.float64), axis=t, keepdims=True).astype(x.dtype)
         for call in range(2):
-            got = reduce(op, x, axes, 1, 0)
+            got = numred.reduce_sum(x, axes)
             ctx = f"{dtype} {shape} axes={axes} view={bool(view)} call {call + 1}"
             assert got.dtype == x.dtype and got.shape == expected.shape, ctx
             same = (got == expected) | (np.isnan(got.astype(np.float64)) & np.isnan(expected.astype(np.float64)))
@@ -611,9 +603,6 @@ def test_a_float64_sum_overflows_only_when_the_exact_sum_does(shape):
     # sum is that last value. Its float64 result must be finite and within the bound of any
     # float64 summation order (NumPy's pairwise sum's included, SEMANTICS.md), n * 2**-53 * sum |x|.
     # A row whose exact sum is beyond float64's range gives inf of its sign.
-    from numred._frontend import reduce
-
-    op = _sum_record()
     n_rows, n = shape
     h = n // 2
     x = np.empty(shape)
@@ -622,7 +611,7 @@ def test_a_float64_sum_overflows_only_when_the_exact_sum_does(shape):
     x[:, -1] = 1.5e308 - np.arange(n_rows) * 1e300
     bound = (n + 2) * Fraction(2) ** -53 * (2 * h * Fraction(1.6e308) + Fraction(1.5e308))
     for call in range(2):
-        got = reduce(op, x, [1], 0, 0)
+        got = numred.reduce_sum(x, [1], keepdims=0)
         assert np.isfinite(got).all(), (call, got[:3])
         assert all(abs(Fraction(float(g)) - Fraction(float(e))) <= bound for g, e in zip(got, x[:, -1])), call
     y = x.copy()
@@ -631,5 +620,5 @@ def test_a_float64_sum_overflows_only_when_the_exact_sum_does(shape):
     expected = np.full(n_rows, np.inf)
     expected[-1] = -np.inf
     for call in range(2):
-        got = reduce(op, y, [1], 0, 0)
+        got = numred.reduce_sum(y, [1], keepdims=0)
         assert np.array_equal(got, expected), (call, got[:3], got[-1:])

@@ -284,9 +284,10 @@ def test_rank0_data(opname, dtype):
 
 
 def test_rank0_full_reduction_values():
-    # the contract's sentence: mean x, log-sum-exp x, sum of squares x*x
+    # the contract's sentence: mean x, sum x, log-sum-exp x, sum of squares x*x
     x = np.array(-3.0, dtype=np.float32)
     assert numred.reduce_mean(x, keepdims=0)[()] == -3.0
+    assert numred.reduce_sum(x, keepdims=0)[()] == -3.0
     assert numred.reduce_log_sum_exp(x, keepdims=0)[()] == -3.0
     assert numred.reduce_sum_square(x, keepdims=0)[()] == 9.0
     xi = np.array(100000, dtype=np.int32)
@@ -572,6 +573,8 @@ def test_float_special_values(dtype):
         ("reduce_log_sum_exp", [nan, -inf], nan), ("reduce_log_sum_exp", [inf, inf, 1], inf),
         ("reduce_sum_square", [-inf, 1], inf), ("reduce_sum_square", [nan, inf], nan),
         ("reduce_sum_square", [-0.0, -0.0], 0.0), ("reduce_mean", [-0.0, 0.0], 0.0),
+        ("reduce_sum", [inf, -inf], nan), ("reduce_sum", [inf, 1], inf), ("reduce_sum", [-inf, 1], -inf),
+        ("reduce_sum", [nan, 1], nan), ("reduce_sum", [nan, inf], nan), ("reduce_sum", [inf, inf], inf),
     ]
     for opname, vals, want in cases:
         got = _one(opname, vals, dtype)
@@ -584,9 +587,9 @@ def test_float_special_values(dtype):
 @pytest.mark.parametrize("opname", OP_NAMES)
 def test_empty_reduced_set(opname, dtype):
     x = np.zeros((2, 0, 3), dtype=dtype)
-    empty = {"reduce_mean": np.nan, "reduce_log_sum_exp": -np.inf, "reduce_sum_square": 0.0}[opname]
+    empty = {"reduce_mean": np.nan, "reduce_log_sum_exp": -np.inf, "reduce_sum_square": 0.0, "reduce_sum": 0.0}[opname]
     for axes, shape in ([[1], (2, 1, 3)], [None, (1, 1, 1)], [[0, 1], (1, 1, 3)]):
-        if oracle.is_float_dtype(dtype) or opname == "reduce_sum_square":
+        if oracle.is_float_dtype(dtype) or opname in ("reduce_sum_square", "reduce_sum"):
             out = FUNCS[opname](x, axes, keepdims=1)
             assert out.dtype == dtype and out.shape == shape
             vals = out.astype(np.float64)
@@ -678,6 +681,7 @@ def test_float64_error_no_worse_than_numpy_pairwise(kind):
     F = oracle.Fraction
     for opname, exact, peer in [
         ("reduce_mean", mean_exact, np.mean(x)),
+        ("reduce_sum", mean_exact * n, np.sum(x)),
         ("reduce_sum_square", sumsq_exact, np.sum(np.square(x))),
     ]:
         got = FUNCS[opname](x, None, keepdims=0)
@@ -703,7 +707,7 @@ def test_float64_sums_along_runs_are_nearly_exact(seed, order):
     if order == "shuffled":
         x = rng.permuted(x, axis=1)
     for view in (x, x[:, ::3], x[:, ::2], x[:, :37]):
-        for opname in ("reduce_mean", "reduce_sum_square"):
+        for opname in ("reduce_mean", "reduce_sum", "reduce_sum_square"):
             got = FUNCS[opname](view, [1], keepdims=0)
             for k, row in enumerate(view.tolist()):
                 lowest, highest = oracle.nearly_exact_float64_interval(row, opname)
