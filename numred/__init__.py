@@ -1,4 +1,5 @@
-"""numred: the ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceLogSumExp and ReduceSumSquare for float32,
+"""numred: the ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp and
+ReduceSumSquare for float32,
 float64, float16, bfloat16, int32, int64, uint32 and uint64, computed by Numba kernels.
 
 The behaviour of every edge case is the contract in docs/SEMANTICS.md.
@@ -17,7 +18,8 @@ from ._frontend import unexpected_keywords as _unexpected_keywords
 from ._registry import OPS_BY_NAME as _OPS
 
 __version__ = "0.1.0"
-__all__ = ["reduce_mean", "reduce_sum", "reduce_log_sum_exp", "reduce_sum_square", "AxesLike", "__version__"]
+__all__ = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_log_sum_exp", "reduce_sum_square",
+           "AxesLike", "__version__"]
 
 #: What ``axes`` accepts: None, an int, a sequence of ints or a 1-D integer array (ONNX gives int64).
 AxesLike = Union[int, Sequence[int], npt.NDArray[np.integer], None]
@@ -178,6 +180,102 @@ def reduce_sum(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
     if unexpected:
         raise _unexpected_keywords("reduce_sum", unexpected)
     return _reduce(_OPS["reduce_sum"], data, axes, keepdims, noop_with_empty_axes)
+
+
+@_shared_doc
+def reduce_max(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+               noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
+    """ONNX ReduceMax (opset 18): the maximum over ``axes``, in the input dtype.
+
+    Exact for every dtype. Any NaN gives NaN, and -0.0 counts as smaller than +0.0, so the maximum of
+    ``[-0.0, 0.0]`` is +0.0. Float data is compared as integer keys of its bits, which vectorises
+    where a float comparison that keeps NaN does not.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, a copy of ``data``. Over an
+        empty set, -inf for float dtypes and the dtype's minimum for integer dtypes (the ONNX rule).
+
+    Raises
+    ------
+    {common_errors}
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
+
+    See Also
+    --------
+    reduce_min, reduce_log_sum_exp
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> x = np.array([[1.0, -2.0], [3.0, np.nan]], dtype=np.float32)
+    >>> numred.reduce_max(x, axes=[1], keepdims=0)
+    array([ 1., nan], dtype=float32)
+    >>> numred.reduce_max(np.float32([-0.0, 0.0]))
+    array([0.], dtype=float32)
+    >>> numred.reduce_max(np.zeros((2, 0), np.int32), axes=[1], keepdims=0)
+    array([-2147483648, -2147483648], dtype=int32)
+    """
+    if unexpected:
+        raise _unexpected_keywords("reduce_max", unexpected)
+    return _reduce(_OPS["reduce_max"], data, axes, keepdims, noop_with_empty_axes)
+
+
+@_shared_doc
+def reduce_min(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+               noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
+    """ONNX ReduceMin (opset 18): the minimum over ``axes``, in the input dtype.
+
+    Exact for every dtype. Any NaN gives NaN, and -0.0 counts as smaller than +0.0, so the minimum of
+    ``[-0.0, 0.0]`` is -0.0. Float data is compared as integer keys of its bits, which vectorises
+    where a float comparison that keeps NaN does not.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, a copy of ``data``. Over an
+        empty set, +inf for float dtypes and the dtype's maximum for integer dtypes (the ONNX rule).
+
+    Raises
+    ------
+    {common_errors}
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
+
+    See Also
+    --------
+    reduce_max
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> x = np.array([[1.0, -2.0], [3.0, np.nan]], dtype=np.float32)
+    >>> numred.reduce_min(x, axes=[1], keepdims=0)
+    array([-2., nan], dtype=float32)
+    >>> numred.reduce_min(np.float32([-0.0, 0.0]))
+    array([-0.], dtype=float32)
+    >>> numred.reduce_min(np.zeros((2, 0), np.int32), axes=[1], keepdims=0)
+    array([2147483647, 2147483647], dtype=int32)
+    """
+    if unexpected:
+        raise _unexpected_keywords("reduce_min", unexpected)
+    return _reduce(_OPS["reduce_min"], data, axes, keepdims, noop_with_empty_axes)
 
 
 @_shared_doc

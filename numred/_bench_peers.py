@@ -142,6 +142,10 @@ class TorchPeer(Peer):
             return lambda: torch.mean(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceSum":
             return lambda: torch.sum(t, dim=dims, keepdim=True)
+        if op.onnx_name == "ReduceMax":
+            return lambda: torch.amax(t, dim=dims, keepdim=True)
+        if op.onnx_name == "ReduceMin":
+            return lambda: torch.amin(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceLogSumExp":
             return lambda: torch.logsumexp(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceSumSquare":

@@ -12,12 +12,14 @@ lives here, in one place:
 |                                | tiles: compensated across 256-row pieces          |                       |
 | int32/int64/uint32/uint64 mean | exact 128-bit sum (32-bit tiles: float64, exact   | truncate toward zero  |
 |                                | for up to 2**20 values, EXACT_FLOAT_INT_COUNT)    |                       |
-| integer sum (not public yet)   | exact 128-bit sum                                 | keep the low bits     |
+| integer sum                    | exact 128-bit sum                                 | keep the low bits     |
 | integer sum of squares         | uint64, wrapping (uint32 in 32-bit tiles)         | keep the low bits     |
 | integer log-sum-exp            | exact max, float64 sum of exp(x - max)            | truncate toward zero; |
 |                                |                                                   | next to an integer,   |
 |                                |                                                   | decided exactly       |
 |                                |                                                   | (Undecided, _exact)   |
+| any dtype, max or min          | exact: the max of integer keys (float data: keys  | none (a value of the  |
+|                                | of its bits; NaN found from the magnitudes)       | data)                 |
 """
 from __future__ import annotations
 
@@ -38,13 +40,18 @@ SUM, SQUARES, EXP = base.SUM, base.SUM_SQUARES, base.SUM_EXP  # x, x * x, exp(x 
 # and its integer accumulator (kernels.states): the exact 128-bit sum, the uint64 sum modulo 2**64,
 # or the exact max with a float64 sum of exp(x - max), decided exactly where rounding could matter
 EXACT, WRAPPING, MAX_AND_EXP_SUM = "exact", "wrapping", "max and sum of exp"
+# The element itself, compared exactly (float data as integer keys of its bits, kernels.maxima), with
+# its accumulator for every dtype: the max, or the min (the max of flipped keys)
+KEY = 3  # (not a sum mode of kernels.base)
+MAX, MIN = "max", "min"
 
 
 @dataclass(frozen=True)
 class Reduction:
     """What an operator computes, as data: its term, its integer accumulator and its finish step. The
-    float accumulator is the same for every term (float64, compensated; float64 data in split sums)
-    and so is the one rounding to the output dtype. Finish: divide by the count (``mean``; integers
+    float accumulator is the same for every sum (float64, compensated; float64 data in split sums)
+    and so is the one rounding to the output dtype; the KEY term's accumulator (MAX or MIN) serves
+    every dtype. Finish: divide by the count (``mean``; integers
     truncate toward zero), max + log(sum) for the EXP term, else none. The kernels are made per
     (layout, term, accumulator) with these as compile-time constants; ``KERNEL_SETS`` lists the
     combinations they exist for."""
@@ -65,7 +72,8 @@ class Reduction:
 
 # (term, integer accumulator, mean): a sum of x (ReduceSum's) keeps the exact sum's low bits, which
 # are its sum modulo 2**bits
-KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False)}
+KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False),
+               (KEY, MAX, False), (KEY, MIN, False)}
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
 # scaling), then multiply the result back; a sum of fewer than 2**63 finite float64 values cannot
@@ -125,7 +133,10 @@ def _narrow_tile(plan, itemsize):
 def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall | None:
     """The one kernel call that computes ``reduction`` of ``dtype`` data on ``plan`` and stores the
     finished results, or None where the computation takes several steps (chunk partials combined
-    after the kernel; a log-sum-exp's max kernel, then its sum kernel)."""
+    after the kernel; a log-sum-exp's max kernel, then its sum kernel; maxima and minima, whose keys
+    are turned back into values)."""
+    if reduction.term == KEY:
+        return None
     if reduction.term == EXP:
         return _log_sum_exp_call(plan, dtype)
     count = plan.n_reduced if reduction.mean else 1
@@ -246,6 +257,9 @@ def _kept_rows(plan):
 def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
     results in ``dtype``."""
+    if reduction.term == KEY:
+        # each result is one of the data's values: exact in the float64 or 64-bit integer maxima
+        return _maxima(plan, src, dtype, minimum=reduction.int_accumulator == MIN).astype(dtype)
     result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
     count = plan.n_reduced if reduction.mean else 1  # what the sums are divided by
     call = kernel_call(reduction, plan, dtype)
@@ -308,21 +322,26 @@ def _int_sums(plan, src, squares, count, result):
         finish.finish_int_mean(low, high, plan.nchunks, count, result)
 
 
-def _maxima(plan, src, dtype):
-    """Per-output max: float64 for float dtypes (NaN where any element is NaN), the widened int64 or
-    uint64 value for integer dtypes."""
+def _maxima(plan, src, dtype, minimum=False):
+    """Per-output max (with ``minimum``: min): float64 for float dtypes (NaN where any element is NaN),
+    the widened int64 or uint64 value for integer dtypes."""
     is_float = dtype in FLOAT_BITS
     keys, inf_bits = (src.view(FLOAT_BITS[dtype][0]), FLOAT_BITS[dtype][1]) if is_float else (src, 0)
     wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
     partial = np.empty(_tasks(plan), dtype=wide)
     nans = np.empty(_tasks(plan), dtype=np.int64)
-    _launch(table.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, partial, nans)
+    # a min is the max of keys with every bit flipped (kernels.maxima.flipped; -1 is all ones in
+    # every key type), flipped back at the end
+    flip = -1 if minimum else 0
+    _launch(table.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, flip, partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         finish.finish_max(partial, plan.nchunks, keys)
+        if minimum:  # all ones of the data's width: the widened unsigned keys were zero-extended
+            keys ^= wide.type(np.iinfo(dtype).max if dtype.kind == "u" else -1)
         return keys
     values = np.empty(plan.n_kept)
-    finish.finish_float_max(partial, nans, plan.nchunks, src[:0], values)
+    finish.finish_float_max(partial, nans, plan.nchunks, flip, src[:0], values)
     return values
 
 

@@ -255,12 +255,13 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
         return np.empty(out_shape, dtype=x.dtype)
     if n_reduced == 0:
         if x.dtype.kind in "iu":
-            if op.empty_int is None:
+            empty_int = op.empty_int(x.dtype) if callable(op.empty_int) else op.empty_int
+            if empty_int is None:
                 raise ValueError(
                     f"{op.onnx_name} over an empty set is undefined for integer dtype {x.dtype} "
                     "(no integer NaN or -inf)"
                 )
-            return np.full(out_shape, op.empty_int, dtype=x.dtype)
+            return np.full(out_shape, empty_int, dtype=x.dtype)
         return np.full(out_shape, op.empty_float, dtype=x.dtype)
 
     carrier = CARRIERS[x.dtype]

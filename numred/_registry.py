@@ -18,7 +18,8 @@ class Op:
     name: str  # public function name in numred, e.g. "reduce_mean"
     onnx_name: str  # ONNX operator type, e.g. "ReduceMean"
     empty_float: float  # result of a float reduction over an empty set
-    empty_int: int | None  # same for integers; None: undefined, the front end raises ValueError
+    # same for integers, or a function of the dtype; None: undefined, the front end raises ValueError
+    empty_int: int | Callable[[np.dtype], int] | None
     noop: Callable[[np.ndarray], np.ndarray]  # result when no axis is reduced (noop_with_empty_axes=1)
     numpy_peer: Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]  # the NumPy way, for benchmarks
     # what the kernels compute: the term, the integer accumulator, the finish step (_compute.Reduction)
@@ -85,6 +86,24 @@ OPS = (
         numpy_peer=lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
         # integers: the exact sum's low bits, which is the sum modulo 2**bits (int_wraps)
         reduction=_compute.Reduction(_compute.SUM, _compute.EXACT),
+    ),
+    Op(
+        name="reduce_max",
+        onnx_name="ReduceMax",
+        empty_float=float("-inf"),
+        empty_int=lambda dtype: int(np.iinfo(dtype).min),  # ONNX: "the minimum value of the data type"
+        noop=lambda x: x.copy(),
+        numpy_peer=lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
+        reduction=_compute.Reduction(_compute.KEY, _compute.MAX),
+    ),
+    Op(
+        name="reduce_min",
+        onnx_name="ReduceMin",
+        empty_float=float("inf"),
+        empty_int=lambda dtype: int(np.iinfo(dtype).max),
+        noop=lambda x: x.copy(),
+        numpy_peer=lambda x, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),
+        reduction=_compute.Reduction(_compute.KEY, _compute.MIN),
     ),
 )
 

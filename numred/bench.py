@@ -58,7 +58,7 @@ DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "u
 # The row label of the plain parallel sum, and the ops whose GB/s is compared with it.
 REF_LABEL = "(plain parallel sum)"
 REF_KEY = "plain parallel sum"  # its name among the implementations timed in turns
-MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSum", "ReduceSumSquare")
+MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSum", "ReduceSumSquare", "ReduceMax", "ReduceMin")
 
 
 def selected_cases(args: argparse.Namespace) -> list[Case]:
@@ -105,7 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--op",
         action="append",
         choices=[op.name for op in OPS],
-        help="benchmark only this op (repeatable; default: every op in the registry)",
+        metavar="OP",
+        help=f"benchmark only this op (repeatable; default: every op in the registry: {', '.join(op.name for op in OPS)})",
     )
     parser.add_argument(
         "--no-progress",

@@ -92,7 +92,8 @@ def cold_call(op: str, dtype: str, shape, axes) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from numred._registry import OPS
 
-    parser.add_argument("--op", action="append", choices=[op.name for op in OPS], help="this operator only (repeatable)")
+    parser.add_argument("--op", action="append", choices=[op.name for op in OPS], metavar="OP",
+                        help=f"this operator only (repeatable; one of {', '.join(op.name for op in OPS)})")
     parser.add_argument("--dtype", action="append", choices=DTYPES, help="this dtype only (repeatable)")
     parser.add_argument("--layout", action="append", choices=list(LAYOUTS), help="this layout only (repeatable)")
     parser.add_argument("--json", metavar="FILE", help="also write the measurements to FILE as JSON")

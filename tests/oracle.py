@@ -18,7 +18,9 @@ The oracle follows shared/SEMANTICS.md:
   - ReduceLogSumExp: m + log(fsum(exp(x - m))) with m the exact max, in float64 (far more precise
     than the output ulp for the narrow types, and given an absolute tolerance of a few dozen float64
     ulps for float64). Any NaN -> NaN; else any +inf -> +inf; all -inf -> -inf.
-  - Empty reduced set: mean NaN, LSE -inf, Sum and SumSquare 0.
+  - ReduceMax / ReduceMin: the exact max / min, any NaN -> NaN, -0.0 below +0.0 (the sign of a zero
+    result is checked).
+  - Empty reduced set: mean NaN, LSE -inf, Sum and SumSquare 0, Max -inf, Min +inf.
 * integers (int32, int64, uint32, uint64):
   - ReduceMean: exact Python-int sum divided by n, truncated toward zero.
   - ReduceSum: exact sum modulo 2**bits, two's complement for signed types.
@@ -26,8 +28,10 @@ The oracle follows shared/SEMANTICS.md:
   - ReduceLogSumExp: trunc(m + log(sum exp(x - m))) with m the exact max. When float64 cannot
     decide the truncation (m + f within 1e-12 of an integer) both neighbours are accepted. A result
     that does not fit the dtype must raise ValueError.
-  - Empty reduced set: mean and LSE raise ValueError, Sum and SumSquare give 0.
-* noop_with_empty_axes=1 with no axes: mean/sum/LSE give a copy, SumSquare gives x*x in the input dtype
+  - ReduceMax / ReduceMin: the exact max / min.
+  - Empty reduced set: mean and LSE raise ValueError, Sum and SumSquare give 0, Max the dtype's
+    minimum, Min its maximum.
+* noop_with_empty_axes=1 with no axes: mean/sum/max/min/LSE give a copy, SumSquare gives x*x in the input dtype
   (floats rounded once, integers wrapped).
 """
 from __future__ import annotations
@@ -45,7 +49,7 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min")
 
 # precision p (significand bits, implicit bit included), emin, emax
 _FORMATS = {
@@ -188,6 +192,7 @@ class FloatCell:
     exact: Fraction | None = None  # for "num": the exact (or float64-precise) value
     tol: Fraction = Fraction(0)  # accepted absolute distance from `exact`
     rounded: float = math.nan  # `exact` correctly rounded to the dtype (may be +-inf)
+    signed_zero: bool = False  # a zero result must have the sign of `rounded` (max and min)
 
     def accepts(self, got: float, dtype) -> bool:
         if self.kind == "nan":
@@ -196,6 +201,8 @@ class FloatCell:
             return got == self.sign * math.inf
         if math.isnan(got):
             return False
+        if self.signed_zero and got == 0 == self.rounded:
+            return math.copysign(1.0, got) == math.copysign(1.0, self.rounded)
         if got == self.rounded:
             return True
         if math.isinf(got):
@@ -386,6 +393,26 @@ def int_mean_cell(vals, dtype) -> IntCell:
     return IntCell(frozenset([_trunc_div(sum(vals), len(vals))]))
 
 
+def float_extreme_cell(vals, dtype, minimum: bool) -> FloatCell:
+    """The exact max (min) of float values: NaN if any is NaN; -0.0 below +0.0; an empty set -inf (+inf)."""
+    if any(math.isnan(v) for v in vals):
+        return FloatCell("nan")
+    if not vals:
+        return FloatCell("inf", sign=1 if minimum else -1)
+    # order by value, then a zero by its sign bit: -0.0 < +0.0
+    best = (min if minimum else max)(vals, key=lambda v: (v, math.copysign(1.0, v)))
+    if math.isinf(best):
+        return FloatCell("inf", sign=1 if best > 0 else -1)
+    return FloatCell("num", exact=Fraction(best), tol=Fraction(0), rounded=best, signed_zero=True)
+
+
+def int_extreme_cell(vals, dtype, minimum: bool) -> IntCell:
+    lo, hi = int_range(dtype)
+    if not vals:
+        return IntCell(frozenset([hi if minimum else lo]))
+    return IntCell(frozenset([(min if minimum else max)(vals)]))
+
+
 def int_sum_cell(vals, dtype) -> IntCell:
     return IntCell(frozenset([_wrap(sum(vals), dtype)]))
 
@@ -483,7 +510,9 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
     if is_float_dtype(dtype):
         rows = _float_values(moved).tolist()
         fn = {"reduce_mean": float_mean_cell, "reduce_sum_square": float_sum_square_cell,
-              "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell}[op]
+              "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell,
+              "reduce_max": lambda r, d: float_extreme_cell(r, d, False),
+              "reduce_min": lambda r, d: float_extreme_cell(r, d, True)}[op]
         res.cells = [fn(r, dtype) for r in rows]
     else:
         rows = moved.tolist()  # Python ints
@@ -493,6 +522,8 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
             res.cells = [int_sum_square_cell(r, dtype) for r in rows]
         elif op == "reduce_sum":
             res.cells = [int_sum_cell(r, dtype) for r in rows]
+        elif op in ("reduce_max", "reduce_min"):
+            res.cells = [int_extreme_cell(r, dtype, op == "reduce_min") for r in rows]
         else:
             undecided = False
             for r in rows:

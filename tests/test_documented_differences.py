@@ -117,6 +117,16 @@ CLAIMS = [
     (ORT, "ReduceSum", np.int32([I32_MAX, 1]), None, 1, 0, equals([I32_MAX], np.int32), "saturates"),
     (ORT, "ReduceSum", np.int64([I64_MAX, 1]), None, 1, 0, equals([I64_MAX], np.int64), "saturates"),
     (ORT, "ReduceSum", F32([-0.0, -0.0]), None, 1, 0, satisfies(lambda y: np.signbit(y[0]), "-0.0"), "sum of -0.0"),
+    # ReduceMax and ReduceMin
+    *[(ORT, op, np.array([1, 2], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"), f"no {np.dtype(t).name} kernel")
+      for op in ("ReduceMax", "ReduceMin") for t in (BF16, np.uint32, np.uint64)],
+    *[(ORT, op, x, None, 1, 0, equals([want], x.dtype), "a NaN after the first element is ignored")
+      for op, x, want in (("ReduceMax", F32([1, np.nan]), 1), ("ReduceMax", F64([1, np.nan, 2]), 2),
+                          ("ReduceMin", F32([1, np.nan]), 1), ("ReduceMin", F64([1, np.nan, 2]), 1))],
+    *[(rt, op, F32(x), None, 1, 0, satisfies(lambda y, neg=neg: bool(np.signbit(y[0])) == neg, "sign of zero"),
+       "the first of two zeros" if rt == ORT else "-0.0 and +0.0 not ordered")
+      for rt, op, x, neg in ((ORT, "ReduceMax", [-0.0, 0.0], True), (ORT, "ReduceMin", [0.0, -0.0], False),
+                             (REF, "ReduceMax", [0.0, -0.0], True), (REF, "ReduceMin", [-0.0, 0.0], False))],
     # ReduceSumSquare
     *[(ORT, "ReduceSumSquare", np.array([1, 2], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
        f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],

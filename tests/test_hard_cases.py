@@ -49,7 +49,7 @@ def test_leading_axis_all_ops_match_oracle(shape, axes, dtype):
     info_max = 1000 if np.dtype(dtype).kind == "f" else np.iinfo(dtype).max // 4
     low = 0 if np.dtype(dtype).kind == "u" else -info_max
     x = rng.integers(low, info_max, size=shape).astype(dtype)
-    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum"):
+    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min"):
         if np.dtype(dtype).kind == "f" and op != "reduce_log_sum_exp":
             x = (x / 64).astype(dtype)  # keep float16 sums of squares finite
         assert_matches(getattr(numred, op)(x, axes), expected(op, x, axes))
@@ -65,7 +65,7 @@ def test_tall_leading_axis_with_special_values(dtype):
     if np.dtype(dtype).kind == "f":
         x[777, 2] = np.nan
         x[100, 1] = np.inf
-    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum"):
+    for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min"):
         assert_matches(getattr(numred, op)(x, 0), expected(op, x, 0))
 
 

@@ -112,6 +112,11 @@ def test_contract_value_rows():
     assert one("reduce_sum", [60000.0, 60000.0], np.float16) == math.inf  # 120000 > 65504
     assert one("reduce_sum", [1.7e308, 1.7e308, -1.7e308], np.float64) == 1.7e308  # exact sum in range
     assert one("reduce_sum", [0.1] * 10, np.float32) == np.float32(10 * float(np.float32(0.1)))
+    assert one("reduce_max", [I32.min, I32.max], np.int32) == I32.max
+    assert one("reduce_min", [U64.max, 3], np.uint64) == 3
+    assert math.copysign(1, one("reduce_max", [-0.0, 0.0], np.float32)) == 1
+    assert math.copysign(1, one("reduce_min", [0.0, -0.0], np.float32)) == -1
+    assert math.isnan(one("reduce_min", [1.0, math.nan], np.float16))
 
 
 def test_special_values():
@@ -149,6 +154,9 @@ def test_empty_reduced_set_integers(dtype):
         assert ei.value.exc_type is ValueError
     assert expected("reduce_sum_square", x, [1]).array().tolist() == [[0], [0]]
     assert expected("reduce_sum", x, [1]).array().tolist() == [[0], [0]]
+    lo, hi = oracle.int_range(dtype)
+    assert expected("reduce_max", x, [1]).array().tolist() == [[lo], [lo]]
+    assert expected("reduce_min", x, [1]).array().tolist() == [[hi], [hi]]
     # empty kept set: no error
     assert expected("reduce_mean", np.zeros((0, 3), dtype=dtype), [1]).shape == (0, 1)
 

@@ -30,7 +30,7 @@ from oracle import BFLOAT16
 
 pytestmark = pytest.mark.slow
 
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min")
 U = 2.0**-53
 
 
@@ -74,6 +74,8 @@ def _float_expected(opname, x, axes, exact_sums: bool):
         e = np.sum(x64 * x64, axis=t, keepdims=True)
         tol = 0.0 if exact_sums else (2 * n + 64) * U * e
         return e, tol
+    if opname in ("reduce_max", "reduce_min"):  # exact
+        return (np.max if opname == "reduce_max" else np.min)(x64, axis=t, keepdims=True), 0.0
     m = np.max(x64, axis=t, keepdims=True)
     s = np.sum(np.exp(x64 - m), axis=t, keepdims=True)
     e = m + np.log(s)
@@ -94,6 +96,9 @@ def _int_expected(opname, x, axes):
         s = np.sum(x.astype(np.int64), axis=t, keepdims=True)  # exact, see the module docstring
         q = np.where(s >= 0, s // n, -((-s) // n))  # truncation toward zero
         return q, q
+    if opname in ("reduce_max", "reduce_min"):
+        e = (np.max if opname == "reduce_max" else np.min)(x, axis=t, keepdims=True).astype(np.int64)
+        return e, e
     if opname == "reduce_sum":  # modulo 2**bits: the low bits of NumPy's (wrapping) uint64 sum
         with np.errstate(over="ignore"):
             s = np.sum(x.astype(np.int64).view(np.uint64), axis=t, keepdims=True, dtype=np.uint64)
@@ -311,6 +316,8 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
     plan, launch = _REPEATS[key][0], _REPEATS[key][3]
     if opname == "reduce_log_sum_exp" and plan.parallel and not (plan.single_run or plan.single_block):
         # a max kernel, then a sum kernel
+        assert launch is None
+    elif opname in ("reduce_max", "reduce_min"):  # keys, then their values (_compute.kernel_call)
         assert launch is None
     else:
         assert launch is not None, "not kept as one launch"

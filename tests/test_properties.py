@@ -575,6 +575,9 @@ def test_float_special_values(dtype):
         ("reduce_sum_square", [-0.0, -0.0], 0.0), ("reduce_mean", [-0.0, 0.0], 0.0),
         ("reduce_sum", [inf, -inf], nan), ("reduce_sum", [inf, 1], inf), ("reduce_sum", [-inf, 1], -inf),
         ("reduce_sum", [nan, 1], nan), ("reduce_sum", [nan, inf], nan), ("reduce_sum", [inf, inf], inf),
+        ("reduce_max", [nan, inf], nan), ("reduce_max", [-inf, 1], 1), ("reduce_max", [-inf, -inf], -inf),
+        ("reduce_max", [1, nan, inf], nan), ("reduce_min", [inf, nan], nan), ("reduce_min", [inf, 1], 1),
+        ("reduce_min", [-inf, 1, inf], -inf),
     ]
     for opname, vals, want in cases:
         got = _one(opname, vals, dtype)
@@ -583,16 +586,32 @@ def test_float_special_values(dtype):
         assert (math.isnan(g) and math.isnan(want)) or g == want, (opname, vals, g, want)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=[d.name for d in FLOAT_DTYPES])
+def test_max_and_min_order_negative_zero_below_positive_zero(dtype):
+    # -0.0 < +0.0 (the contract), in either order, on serial, parallel-row and tile layouts
+    for shape, axis in (((2,), 0), ((400, 300), 1), ((300, 400), 0)):
+        for first in (-0.0, 0.0):
+            x = np.full(shape, first, dtype=dtype)
+            x[(slice(None),) * axis + (slice(1, None, 2),)] = -first  # every other element along the axis
+            mx, mn = numred.reduce_max(x, [axis], keepdims=0), numred.reduce_min(x, [axis], keepdims=0)
+            assert not np.signbit(mx.astype(np.float64)).any() and np.signbit(mn.astype(np.float64)).all(), (shape, first)
+        x = np.full(shape, -0.0, dtype=dtype)  # all -0.0: both are -0.0
+        assert np.signbit(numred.reduce_max(x, [axis]).astype(np.float64)).all(), shape
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
 @pytest.mark.parametrize("opname", OP_NAMES)
 def test_empty_reduced_set(opname, dtype):
     x = np.zeros((2, 0, 3), dtype=dtype)
-    empty = {"reduce_mean": np.nan, "reduce_log_sum_exp": -np.inf, "reduce_sum_square": 0.0, "reduce_sum": 0.0}[opname]
+    int_info = None if oracle.is_float_dtype(dtype) else np.iinfo(dtype)
+    empty = {"reduce_mean": np.nan, "reduce_log_sum_exp": -np.inf, "reduce_sum_square": 0.0, "reduce_sum": 0.0,
+             "reduce_max": -np.inf if int_info is None else int(int_info.min),
+             "reduce_min": np.inf if int_info is None else int(int_info.max)}[opname]
     for axes, shape in ([[1], (2, 1, 3)], [None, (1, 1, 1)], [[0, 1], (1, 1, 3)]):
-        if oracle.is_float_dtype(dtype) or opname in ("reduce_sum_square", "reduce_sum"):
+        if oracle.is_float_dtype(dtype) or opname in ("reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min"):
             out = FUNCS[opname](x, axes, keepdims=1)
             assert out.dtype == dtype and out.shape == shape
-            vals = out.astype(np.float64)
+            vals = out.astype(np.float64) if int_info is None else out.astype(object)
             assert (np.isnan(vals).all() if np.isnan(empty) else (vals == empty).all()), vals
         else:
             with pytest.raises(ValueError):

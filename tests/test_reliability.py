@@ -30,7 +30,7 @@ try:  # mpmath comes with sympy (an onnxruntime dependency) but is not a declare
 except ImportError:  # pragma: no cover
     mpmath = None
 
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min")
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 U64 = 2.0**-53
@@ -257,6 +257,8 @@ def int_expected(opname, x, axes):
             s = a * 2**32 + b
             out.append({s // n if s >= 0 else -((-s) // n)})
         return out
+    if opname in ("reduce_max", "reduce_min"):
+        return [{v} for v in (np.max if opname == "reduce_max" else np.min)(x, axis=t, keepdims=True).ravel().tolist()]
     if opname in ("reduce_sum_square", "reduce_sum"):
         # modular arithmetic: squares and sums modulo 2**64 in uint64 are exact mod 2**64
         u = x.astype(np.int64).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64)
@@ -333,6 +335,8 @@ def _float_expected(opname, x, axes):
         divisor = n if opname == "reduce_mean" else 1
         return (np.sum(x64, axis=t, keepdims=True) / divisor,
                 (2 * n + 64) * U64 * np.sum(np.abs(x64), axis=t, keepdims=True) / divisor)
+    if opname in ("reduce_max", "reduce_min"):  # exact
+        return (np.max if opname == "reduce_max" else np.min)(x64, axis=t, keepdims=True), 0.0
     if opname == "reduce_sum_square":
         sq = np.sum(x64 * x64, axis=t, keepdims=True)
         return sq, (2 * n + 64) * U64 * sq * (1 if x.dtype != np.float64 else 2)

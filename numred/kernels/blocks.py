@@ -97,7 +97,7 @@ def _group_maxima_for(float_bits):
         for i in range(n_outer):
             for w in range(width):
                 best_of[w], top_magnitude_of[w] = max_run(src, origin + i * outer_stride + w * kept_stride, n_inner, 1,
-                                                          float_bits, best_of[w], top_magnitude_of[w])
+                                                          float_bits, best_of[w], top_magnitude_of[w], 0)
         return best_of, top_magnitude_of
 
     return group_maxima

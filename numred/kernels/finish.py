@@ -59,14 +59,15 @@ def finish_max(out_max, nchunks, result):
 
 
 @entry
-def finish_float_max(out_max, out_nans, nchunks, carrier, result):
-    """Per-output float64 max from the tasks' float_keys and NaN flags (NaN wins)."""
+def finish_float_max(out_max, out_nans, nchunks, flip, carrier, result):
+    """Per-output float64 max from the tasks' float_keys and NaN flags (NaN wins); keys flipped by
+    ``flip`` (kernels.maxima.flipped; -1 for a min) are flipped back after the max of the chunks."""
     for k in range(result.size):
         best = out_max[k * nchunks]
         nans = out_nans[k * nchunks]
         for c in range(k * nchunks + 1, (k + 1) * nchunks):
             best, nans = combine_maxima(best, nans, out_max[c], out_nans[c])
-        result[k] = np.nan if nans else key_to_float64(best, carrier)
+        result[k] = np.nan if nans else key_to_float64(best ^ flip, carrier)
 
 
 @entry

@@ -222,15 +222,16 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
 
 
 def _max_keys_for(float_bits):
-    """max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, out_max, out_nans): the max per
-    (output, chunk), widened (as_wide), and whether it saw a NaN (out_nans 1, else 0). Integer data:
-    the max value. Float data (``float_bits``): ``src`` is a signed integer view of the bits, the max
-    is a float_key, and magnitudes above ``inf_bits`` (the bits of +inf) are NaNs. Tiles as in
+    """max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, flip, out_max, out_nans): the max
+    per (output, chunk) of the keys flipped by ``flip`` (maxima.flipped: 0 for a max, all ones for a
+    min), widened (as_wide), and whether it saw a NaN (out_nans 1, else 0). Integer data: the max
+    value. Float data (``float_bits``): ``src`` is a signed integer view of the bits, the max is a
+    float_key, and magnitudes above ``inf_bits`` (the bits of +inf) are NaNs. Tiles as in
     float_sums. Everything before the widening stays in src's own type (float_key): with the
     allocations gone from one-output tasks, the maxima of 1000x1000 took 0.13-0.50x the time
     (float16 axis 0 to int32 axis 1; 2 threads, in-process A/B) and log-sum-exp 0.66-0.90x."""
 
-    def max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, out_max, out_nans):
+    def max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, flip, out_max, out_nans):
         src = _borrowed(src)
         kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
@@ -245,7 +246,8 @@ def _max_keys_for(float_bits):
                 best, top_magnitude = lowest, zero
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
-                    best, top_magnitude = max_run(src, offset + origin, n, step, float_bits, best, top_magnitude)
+                    best, top_magnitude = max_run(src, offset + origin, n, step, float_bits, best, top_magnitude,
+                                                  flip)
                     pos += n
                 out_max[k0 * nchunks + c] = as_wide(best)
                 out_nans[k0 * nchunks + c] = float_bits and top_magnitude > inf_bits
@@ -261,14 +263,15 @@ def _max_keys_for(float_bits):
                     while j < n:
                         if n - j >= 4 * m:
                             max_columns(src, offset + j * step, m * step, 4, wide, float_bits, best_of,
-                                        top_magnitude_of)
+                                        top_magnitude_of, flip)
                             j += 4 * m
                         elif n - j >= m:
                             max_columns(src, offset + j * step, m * step, 1, wide, float_bits, best_of,
-                                        top_magnitude_of)
+                                        top_magnitude_of, flip)
                             j += m
                         else:
-                            max_columns(src, offset + j * step, step, 1, width, float_bits, best_of, top_magnitude_of)
+                            max_columns(src, offset + j * step, step, 1, width, float_bits, best_of, top_magnitude_of,
+                                        flip)
                             j += 1
                     pos += n
                 for j0 in range(width, wide, width):  # the m slots of each column

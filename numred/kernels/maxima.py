@@ -54,6 +54,20 @@ def _lowest_key_impl(x):
     return None
 
 
+def flipped(key, flip):
+    """``key ^ flip`` in key's own integer type. A flip of 0 leaves keys as they are; a flip of all
+    ones (-1, or the type's max for unsigned keys) reverses their order, so that the max of flipped
+    keys is the flipped min: ReduceMin runs the max kernels, at the cost of one xor per element."""
+
+
+@overload(flipped, jit_options={"fastmath": False})
+def _flipped_impl(key, flip):
+    if isinstance(key, types.Integer):
+        same = _same_type(key)
+        return lambda key, flip: same(key ^ same(flip))
+    return None
+
+
 def magnitude_bits(x):
     """The bits of x without the sign bit, in x's type, for a signed integer view of float bits: a NaN
     is a magnitude above the bits of +inf. Signed carriers only, as float_key."""
@@ -70,32 +84,32 @@ def _magnitude_bits_impl(x):
 
 @functools.cache
 def _max_run_for(float_bits):
-    """max_run(src, offset, n, step, best, top_magnitude) -> (best, top_magnitude), updated with one
-    run: for float keys (``float_bits``, a constant), the max float_key and the largest magnitude_bits;
-    for integer values, the max value (top_magnitude is passed through). All in src's own integer
-    type."""
+    """max_run(src, offset, n, step, best, top_magnitude, flip) -> (best, top_magnitude), updated with
+    one run: for float keys (``float_bits``, a constant), the max float_key and the largest
+    magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
+    flipped by ``flip`` first (0 for a max). All in src's own integer type."""
 
     @njit_for(float_bits, fastmath=FASTMATH)
-    def max_run(src, offset, n, step, best, top_magnitude):
+    def max_run(src, offset, n, step, best, top_magnitude, flip):
         # A contiguous run is read through a slice: indexing src[offset + i] keeps a negative-index
         # check per element, and the loop is not vectorised.
         if step == 1:
             run = _view(src, offset, offset + n)
             if float_bits:
                 for i in range(n):
-                    best = max(best, float_key(run[i]))
+                    best = max(best, flipped(float_key(run[i]), flip))
                     top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
             else:
                 for i in range(n):
-                    best = max(best, run[i])
+                    best = max(best, flipped(run[i], flip))
         elif float_bits:
             for i in range(n):
                 x = src[offset + i * step]
-                best = max(best, float_key(x))
+                best = max(best, flipped(float_key(x), flip))
                 top_magnitude = max(top_magnitude, magnitude_bits(x))
         else:
             for i in range(n):
-                best = max(best, src[offset + i * step])
+                best = max(best, flipped(src[offset + i * step], flip))
         return best, top_magnitude
 
     return max_run
@@ -109,25 +123,25 @@ max_value_run = _max_run_for(False)
 # literal float_bits, not as captured dispatchers: Numba keys a cached kernel by its closure's
 # pickled contents, and a dispatcher pickles differently in every process (a disk-cache miss each
 # time).
-def max_run(src, offset, n, step, float_bits, best, top_magnitude):
+def max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
     """_max_run_for(float_bits)'s max_run; ``float_bits`` a constant."""
 
 
 @overload(max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
-def _max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude):
+def _max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude, flip):
     specialised = _max_run_for(_constant(float_bits, "float_bits"))
-    return lambda src, offset, n, step, float_bits, best, top_magnitude: specialised(src, offset, n, step, best,
-                                                                                      top_magnitude)
+    return lambda src, offset, n, step, float_bits, best, top_magnitude, flip: specialised(
+        src, offset, n, step, best, top_magnitude, flip)
 
 
 @functools.cache
 def _max_columns_for(float_bits):
-    """max_columns(src, offset, step, nrows, width, best, top_magnitude): best[w] and top_magnitude[w]
-    updated (as by _max_run_for(float_bits)) with element w of ``nrows`` (1 or 4) contiguous rows of a
-    tile."""
+    """max_columns(src, offset, step, nrows, width, best, top_magnitude, flip): best[w] and
+    top_magnitude[w] updated (as by _max_run_for(float_bits)) with element w of ``nrows`` (1 or 4)
+    contiguous rows of a tile."""
 
     @njit_for(float_bits, fastmath=FASTMATH)
-    def max_columns(src, offset, step, nrows, width, best, top_magnitude):
+    def max_columns(src, offset, step, nrows, width, best, top_magnitude, flip):
         r0 = _view(src, offset, offset + width)
         if nrows == 4:
             r1 = _view(src, offset + step, offset + step + width)
@@ -135,33 +149,34 @@ def _max_columns_for(float_bits):
             r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
             if float_bits:
                 for w in range(width):
-                    best[w] = max(max(best[w], max(float_key(r0[w]), float_key(r1[w]))),
-                                  max(float_key(r2[w]), float_key(r3[w])))
+                    best[w] = max(max(best[w], max(flipped(float_key(r0[w]), flip), flipped(float_key(r1[w]), flip))),
+                                  max(flipped(float_key(r2[w]), flip), flipped(float_key(r3[w]), flip)))
                     top_magnitude[w] = max(max(top_magnitude[w], max(magnitude_bits(r0[w]), magnitude_bits(r1[w]))),
                                            max(magnitude_bits(r2[w]), magnitude_bits(r3[w])))
             else:
                 for w in range(width):
-                    best[w] = max(max(best[w], max(r0[w], r1[w])), max(r2[w], r3[w]))
+                    best[w] = max(max(best[w], max(flipped(r0[w], flip), flipped(r1[w], flip))),
+                                  max(flipped(r2[w], flip), flipped(r3[w], flip)))
         elif float_bits:
             for w in range(width):
-                best[w] = max(best[w], float_key(r0[w]))
+                best[w] = max(best[w], flipped(float_key(r0[w]), flip))
                 top_magnitude[w] = max(top_magnitude[w], magnitude_bits(r0[w]))
         else:
             for w in range(width):
-                best[w] = max(best[w], r0[w])
+                best[w] = max(best[w], flipped(r0[w], flip))
 
     return max_columns
 
 
-def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude):
+def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
     """_max_columns_for(float_bits)'s max_columns; ``float_bits`` a constant."""
 
 
 @overload(max_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
-def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude):
+def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
     specialised = _max_columns_for(_constant(float_bits, "float_bits"))
-    return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude: specialised(
-        src, offset, step, nrows, width, best, top_magnitude)
+    return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude, flip: specialised(
+        src, offset, step, nrows, width, best, top_magnitude, flip)
 
 
 def key_to_float64(key, carrier):

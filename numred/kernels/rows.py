@@ -286,7 +286,7 @@ def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_red
     for k in prange(n_kept):
         origin = base + k * kept_stride
         lowest = lowest_key(keys[origin])
-        best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest))
+        best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest), 0)
         maximum = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(best), carrier)
         store_rounded(result, k, _float_row(src, origin, n_reduced, step, SUM_EXP, maximum, 0.0, 1.0)[0])
 
@@ -300,7 +300,7 @@ def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_m
     for k in prange(n_kept):
         origin = base + k * kept_stride
         lowest = lowest_key(src[origin])
-        top = as_wide(max_value_run(src, origin, n_reduced, step, lowest, lowest)[0])
+        top = as_wide(max_value_run(src, origin, n_reduced, step, lowest, lowest, 0)[0])
         total = _int_exp_run(src, origin, n_reduced, step, top)
         result[k], fits[k] = _int_log_sum_exp(top, total, n_reduced, type_max)
     return fits.all()

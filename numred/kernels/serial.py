@@ -312,7 +312,7 @@ def _float_log_sum_exp_for(float64):
             pos = 0
             while pos < nr:
                 offset, n = _next_run(pos, nr, rshape, rstrides)
-                best, top_magnitude = max_key_run(keys, origin + offset, n, step, best, top_magnitude)
+                best, top_magnitude = max_key_run(keys, origin + offset, n, step, best, top_magnitude, 0)
                 pos += n
             if top_magnitude > inf_bits:  # a NaN
                 store_rounded(result, k, math.nan)
@@ -352,7 +352,7 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
         pos = 0
         while pos < nr:
             offset, n = _next_run(pos, nr, rshape, rstrides)
-            best = max_value_run(src, origin + offset, n, step, best, best)[0]
+            best = max_value_run(src, origin + offset, n, step, best, best, 0)[0]
             pos += n
         top = as_wide(best)
         total = 0.0
