@@ -136,7 +136,7 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     after the kernel; a log-sum-exp's max kernel, then its sum kernel; maxima and minima, whose keys
     are turned back into values)."""
     if reduction.term == KEY:
-        return None
+        return _extrema_call(plan, dtype, reduction.int_accumulator == MIN)
     if reduction.term == EXP:
         return _log_sum_exp_call(plan, dtype)
     count = plan.n_reduced if reduction.mean else 1
@@ -246,6 +246,27 @@ def _log_sum_exp_call(plan, dtype):
     return None
 
 
+def _extrema_call(plan, dtype, minimum):
+    """The KernelCall of a max or min whose kernel stores the values: small (serial) ones and single
+    runs; None for the others, which run the general max kernel, then turn its keys into values
+    (compute)."""
+    flip = -1 if minimum else 0  # (kernels.maxima.flipped)
+    if dtype in FLOAT_BITS:
+        key_dtype, inf_bits = FLOAT_BITS[dtype]
+        if not plan.parallel:
+            return KernelCall((serial.extrema(True), None), False,
+                              (plan.base, plan.dims, plan.kept_ndim, inf_bits, flip), RESULT_DTYPE[dtype], keys=key_dtype)
+        if plan.single_run:
+            return KernelCall(table.KERNELS["float_rows_extrema"], True, (plan.base, *_kept_rows(plan), inf_bits, flip),
+                              RESULT_DTYPE[dtype], keys=key_dtype)
+        return None
+    if not plan.parallel:
+        return KernelCall((serial.extrema(False), None), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
+    if plan.single_run:
+        return KernelCall(table.KERNELS["int_rows_extrema"], True, (plan.base, *_kept_rows(plan), flip), dtype)
+    return None
+
+
 def _kept_rows(plan):
     """A single-run plan's (kept stride, outputs, elements per output, step), as the row kernels take them."""
     n_kept, kept_stride, n_reduced, step = plan.single_run
@@ -257,12 +278,12 @@ def _kept_rows(plan):
 def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
     results in ``dtype``."""
-    if reduction.term == KEY:
+    call = kernel_call(reduction, plan, dtype)
+    if reduction.term == KEY and call is None:
         # each result is one of the data's values: exact in the float64 or 64-bit integer maxima
         return _maxima(plan, src, dtype, minimum=reduction.int_accumulator == MIN).astype(dtype)
     result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
     count = plan.n_reduced if reduction.mean else 1  # what the sums are divided by
-    call = kernel_call(reduction, plan, dtype)
     returned = None
     if call is not None:
         returned = call(src, result)

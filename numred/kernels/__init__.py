@@ -58,6 +58,7 @@ def catalogue() -> dict:
     for flag in (False, True):
         kernels[f"serial int_sums {flag}"] = serial.int_sums(flag)
         kernels[f"serial float_log_sum_exp {flag}"] = serial.float_log_sum_exp(flag)
+        kernels[f"serial extrema {flag}"] = serial.extrema(flag)
     kernels["serial int_log_sum_exp"] = serial.int_log_sum_exp()
     # the serial finishing steps called from Python (finish_*, all_finite)
     kernels.update({name: d for name, d in vars(finish).items() if isinstance(d, CPUDispatcher)

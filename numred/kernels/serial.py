@@ -17,6 +17,8 @@ Accumulators, by operator and data (the contract's, as in ``numred._compute``):
 | float_log_sum_exp   | every float                | max of integer keys (NaN wins), then float64 sum of    |
 |                     |                            | exp(x - max)                                           |
 | int_log_sum_exp     | every integer              | exact max, float64 sum of exp(x - max) by distance     |
+| extrema             | every dtype                | max of keys flipped for a min (maxima.flipped); float  |
+|                     |                            | data: integer keys of its bits, NaN wins               |
 
 Kernels are made per (term, float64 data or not): a float32 kernel holds no split-sum code. The
 table below is filled lazily, so that a first call compiles one kernel for one dtype.
@@ -35,7 +37,7 @@ from .base import (BLOCK, FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _borrowed, _n_tas
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
 from .integers import _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, square_bits
-from .maxima import key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
+from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
 from .states import add_compensated, compensated_value
 from .store import store_rounded
 
@@ -387,3 +389,49 @@ def float_log_sum_exp(float64: bool):
 @functools.cache
 def int_log_sum_exp():
     return entry(serial_int_log_sum_exp)
+
+
+def serial_float_extrema(src, keys, base, dims, kept_ndim, inf_bits, flip, result):
+    """The max of each output's float values, or with ``flip`` -1 the min (maxima.flipped), stored in
+    ``result`` (of the input's carrier dtype; exact, every value is one of the input's); NaN where
+    any element is NaN (a magnitude above ``inf_bits``). ``keys`` is src's memory as signed integers."""
+    src, keys = _borrowed(src), _borrowed(keys)
+    carrier = src[:0]
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+    nr = np.prod(rshape)
+    step = rstrides[-1]
+    for k in range(result.size):
+        origin = base + _offset_of(k, kshape, kstrides)
+        best = lowest_key(keys[origin])
+        top_magnitude = magnitude_bits(best)
+        pos = 0
+        while pos < nr:
+            offset, n = _next_run(pos, nr, rshape, rstrides)
+            best, top_magnitude = max_key_run(keys, origin + offset, n, step, best, top_magnitude, flip)
+            pos += n
+        value = math.nan if top_magnitude > inf_bits else key_to_float64(as_wide(flipped(best, flip)), carrier)
+        store_rounded(result, k, value)
+
+
+def serial_int_extrema(src, base, dims, kept_ndim, flip, result):
+    """The max of each output's integers, or with ``flip`` -1 the min (maxima.flipped), into ``result``
+    (the input dtype)."""
+    src = _borrowed(src)
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+    nr = np.prod(rshape)
+    step = rstrides[-1]
+    for k in range(result.size):
+        origin = base + _offset_of(k, kshape, kstrides)
+        best = lowest_key(src[origin])
+        pos = 0
+        while pos < nr:
+            offset, n = _next_run(pos, nr, rshape, rstrides)
+            best = max_value_run(src, origin + offset, n, step, best, best, flip)[0]
+            pos += n
+        result[k] = flipped(best, flip)
+
+
+@functools.cache
+def extrema(float_bits: bool):
+    """The kernel of a small max or min (ReduceMax, ReduceMin): float data on keys, or integers."""
+    return entry(serial_float_extrema if float_bits else serial_int_extrema)
