@@ -37,7 +37,7 @@ from .base import (BLOCK, FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _borrowed, _n_tas
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
 from .integers import _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, square_bits
-from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
+from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_run
 from .states import add_compensated, compensated_value
 from .store import store_rounded
 
@@ -47,6 +47,24 @@ from .store import store_rounded
 # turns). Not in the parallel kernels, whose parallel-loop passes then work on the larger IR: inlined
 # everywhere, `precompile --dtype float32` took 67-81 s instead of 60-63 s.
 _n_tasks, _next_run, _offset_of, _task, _unpack = map(inlined, (_n_tasks, _next_run, _offset_of, _task, _unpack))
+
+
+
+@inlined
+@njit(fastmath=False)
+def _output_max(src, origin, nr, rshape, rstrides, step, float_bits, flip):
+    """(best, top_magnitude) over one output's runs, as max_run: its max key flipped by ``flip``
+    (maxima.flipped) and, for float keys (``float_bits``), the largest magnitude_bits (NaN detection).
+    The log-sum-exps' max and the extrema kernels walk an output this one way."""
+    best = lowest_key(src[origin])
+    top_magnitude = magnitude_bits(best) if float_bits else best
+    pos = 0
+    while pos < nr:
+        offset, n = _next_run(pos, nr, rshape, rstrides)
+        best, top_magnitude = max_run(src, origin + offset, n, step, float_bits, best, top_magnitude, flip)
+        pos += n
+    return best, top_magnitude
+
 
 SQUARES, EXP = SUM_SQUARES, SUM_EXP
 _U64 = np.uint64
@@ -309,13 +327,7 @@ def _float_log_sum_exp_for(float64):
         step = rstrides[-1]
         for k in range(result.size):
             origin = base + _offset_of(k, kshape, kstrides)
-            best = lowest_key(keys[origin])
-            top_magnitude = magnitude_bits(best)
-            pos = 0
-            while pos < nr:
-                offset, n = _next_run(pos, nr, rshape, rstrides)
-                best, top_magnitude = max_key_run(keys, origin + offset, n, step, best, top_magnitude, 0)
-                pos += n
+            best, top_magnitude = _output_max(keys, origin, nr, rshape, rstrides, step, True, 0)
             if top_magnitude > inf_bits:  # a NaN
                 store_rounded(result, k, math.nan)
                 continue
@@ -350,13 +362,7 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
     decided = True
     for k in range(result.size):
         origin = base + _offset_of(k, kshape, kstrides)
-        best = src[origin]
-        pos = 0
-        while pos < nr:
-            offset, n = _next_run(pos, nr, rshape, rstrides)
-            best = max_value_run(src, origin + offset, n, step, best, best, 0)[0]
-            pos += n
-        top = as_wide(best)
+        top = as_wide(_output_max(src, origin, nr, rshape, rstrides, step, False, 0)[0])
         total = 0.0
         pos = 0
         while pos < nr:
@@ -402,13 +408,7 @@ def serial_float_extrema(src, keys, base, dims, kept_ndim, inf_bits, flip, resul
     step = rstrides[-1]
     for k in range(result.size):
         origin = base + _offset_of(k, kshape, kstrides)
-        best = lowest_key(keys[origin])
-        top_magnitude = magnitude_bits(best)
-        pos = 0
-        while pos < nr:
-            offset, n = _next_run(pos, nr, rshape, rstrides)
-            best, top_magnitude = max_key_run(keys, origin + offset, n, step, best, top_magnitude, flip)
-            pos += n
+        best, top_magnitude = _output_max(keys, origin, nr, rshape, rstrides, step, True, flip)
         value = math.nan if top_magnitude > inf_bits else key_to_float64(as_wide(flipped(best, flip)), carrier)
         store_rounded(result, k, value)
 
@@ -422,13 +422,7 @@ def serial_int_extrema(src, base, dims, kept_ndim, flip, result):
     step = rstrides[-1]
     for k in range(result.size):
         origin = base + _offset_of(k, kshape, kstrides)
-        best = lowest_key(src[origin])
-        pos = 0
-        while pos < nr:
-            offset, n = _next_run(pos, nr, rshape, rstrides)
-            best = max_value_run(src, origin + offset, n, step, best, best, flip)[0]
-            pos += n
-        result[k] = flipped(best, flip)
+        result[k] = flipped(_output_max(src, origin, nr, rshape, rstrides, step, False, flip)[0], flip)
 
 
 @functools.cache
