@@ -1,5 +1,5 @@
-"""numred: the ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp and
-ReduceSumSquare for float32,
+"""numred: the ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp,
+ReduceSumSquare, ReduceL2 and ReduceLogSum for float32,
 float64, float16, bfloat16, int32, int64, uint32 and uint64, computed by Numba kernels.
 
 The behaviour of every edge case is the contract in docs/SEMANTICS.md.
@@ -19,7 +19,7 @@ from ._registry import OPS_BY_NAME as _OPS
 
 __version__ = "0.1.0"
 __all__ = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_log_sum_exp", "reduce_sum_square",
-           "AxesLike", "__version__"]
+           "reduce_l2", "reduce_log_sum", "AxesLike", "__version__"]
 
 #: What ``axes`` accepts: None, an int, a sequence of ints or a 1-D integer array (ONNX gives int64).
 AxesLike = Union[int, Sequence[int], npt.NDArray[np.integer], None]
@@ -381,3 +381,110 @@ def reduce_sum_square(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int 
     if unexpected:
         raise _unexpected_keywords("reduce_sum_square", unexpected)
     return _reduce(_OPS["reduce_sum_square"], data, axes, keepdims, noop_with_empty_axes)
+
+
+@_shared_doc
+def reduce_l2(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+              noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
+    """ONNX ReduceL2 (opset 18): ``sqrt(sum(x * x))`` over ``axes``, in the input dtype.
+
+    float16, bfloat16 and float32 square and sum in float64, take the square root and round once.
+    float64 has no spurious overflow or underflow: where the sum of squares would leave float64's
+    range, the elements are scaled by a power of two first, so the L2 of ``[1e200, 1e200]`` is
+    1.4142135623730951e200. Any NaN gives NaN, else any inf gives inf. Integers give the exact
+    square root of the exact sum of squares, truncated (``math.isqrt``).
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, ``|data|`` elementwise. An
+        empty set gives 0.
+
+    Raises
+    ------
+    {common_errors}
+    ValueError
+        An integer result that does not fit the dtype (also ``|x|`` of the dtype's minimum in the
+        noop case), duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or
+        ``noop_with_empty_axes`` other than 0/1/False/True, or data that cannot be converted to an
+        array.
+
+    See Also
+    --------
+    reduce_sum_square
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> numred.reduce_l2(np.float32([[3, 4], [5, 12]]), axes=[1], keepdims=0)
+    array([ 5., 13.], dtype=float32)
+    >>> numred.reduce_l2(np.float64([1e200, 1e200]))
+    array([1.41421356e+200])
+
+    Integers are exact, truncated toward zero:
+
+    >>> numred.reduce_l2(np.int64([[3, 4], [1, 1]]), axes=[1], keepdims=0)
+    array([5, 1])
+    """
+    if unexpected:
+        raise _unexpected_keywords("reduce_l2", unexpected)
+    return _reduce(_OPS["reduce_l2"], data, axes, keepdims, noop_with_empty_axes)
+
+
+@_shared_doc
+def reduce_log_sum(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+                   noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
+    """ONNX ReduceLogSum (opset 18): ``log(sum(x))`` over ``axes``, in the input dtype.
+
+    Floats sum as :func:`reduce_sum` does (float64 accumulation), take the log and round once. A
+    negative sum gives NaN and a zero sum -inf. A float64 sum beyond float64's range still has its
+    finite log. Integers give ``trunc(ln S)`` of the exact sum ``S``, decided exactly even where the
+    log is within rounding of an integer.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, the elementwise log (integers:
+        ``trunc(ln x)``). An empty set gives -inf for float dtypes.
+
+    Raises
+    ------
+    {common_errors}
+    ValueError
+        An integer sum (an integer element in the noop case) that is not positive, an integer
+        reduction over an empty set, duplicate axes, an ``axes`` array of rank above 1,
+        ``keepdims`` or ``noop_with_empty_axes`` other than 0/1/False/True, or data that cannot be
+        converted to an array.
+
+    See Also
+    --------
+    reduce_log_sum_exp, reduce_sum
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> numred.reduce_log_sum(np.float32([[1, 2], [3, 4]]), axes=[1], keepdims=0)
+    array([1.0986123, 1.9459101], dtype=float32)
+    >>> numred.reduce_log_sum(np.float32([1, -2]))
+    array([nan], dtype=float32)
+
+    Integers are exact, truncated toward zero (ln 20 = 2.9957...):
+
+    >>> numred.reduce_log_sum(np.int32([7, 13]))
+    array([2], dtype=int32)
+    """
+    if unexpected:
+        raise _unexpected_keywords("reduce_log_sum", unexpected)
+    return _reduce(_OPS["reduce_log_sum"], data, axes, keepdims, noop_with_empty_axes)

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from . import _exact
 from .kernels import base, finish, integers, rows, serial, table, tiles
 from ._plan import Plan
 from ._runtime import run
@@ -44,6 +45,9 @@ EXACT, WRAPPING, MAX_AND_EXP_SUM = "exact", "wrapping", "max and sum of exp"
 # its accumulator for every dtype: the max, or the min (the max of flipped keys)
 KEY = 3  # (not a sum mode of kernels.base)
 MAX, MIN = "max", "min"
+# Finish steps applied to unrounded sums, outside the kernels: the square root of ReduceL2's sum of
+# squares and the log of ReduceLogSum's sum (_finished)
+SQRT, LOG = "sqrt", "log"
 
 
 @dataclass(frozen=True)
@@ -59,14 +63,20 @@ class Reduction:
     term: int
     int_accumulator: str
     mean: bool = False
+    finish: str | None = None  # SQRT or LOG: applied to the unrounded sums (FINISHED_SETS)
 
     def __post_init__(self):
-        if (self.term, self.int_accumulator, self.mean) not in KERNEL_SETS:
+        if self.finish is not None:
+            if (self.term, self.int_accumulator, self.finish) not in FINISHED_SETS:
+                raise ValueError(f"no finish for {self}; there is one for {sorted(FINISHED_SETS)}")
+        elif (self.term, self.int_accumulator, self.mean) not in KERNEL_SETS:
             raise ValueError(f"no kernels for {self}; they exist for {sorted(KERNEL_SETS)}")
 
     @property
     def int_wraps(self) -> bool:
         """Whether integer results are exact modulo 2**bits (sums), not a real value truncated."""
+        if self.finish is not None:
+            return False
         return self.int_accumulator == WRAPPING or (self.int_accumulator == EXACT and not self.mean)
 
 
@@ -74,6 +84,9 @@ class Reduction:
 # are its sum modulo 2**bits
 KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False),
                (KEY, MAX, False), (KEY, MIN, False)}
+# (term, integer accumulator, finish) of the operators finished from unrounded sums (_finished): the
+# exact integer sum of squares' square root, the exact integer sum's log
+FINISHED_SETS = {(SQUARES, EXACT, SQRT), (SUM, EXACT, LOG)}
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
 # scaling), then multiply the result back; a sum of fewer than 2**63 finite float64 values cannot
@@ -135,6 +148,8 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     finished results, or None where the computation takes several steps (chunk partials combined
     after the kernel; a log-sum-exp's max kernel, then its sum kernel; maxima and minima, whose keys
     are turned back into values)."""
+    if reduction.finish is not None:
+        return None
     if reduction.term == KEY:
         return _extrema_call(plan, dtype, reduction.int_accumulator == MIN)
     if reduction.term == EXP:
@@ -278,6 +293,8 @@ def _kept_rows(plan):
 def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
     results in ``dtype``."""
+    if reduction.finish is not None:
+        return _finished(reduction, plan, src, dtype)
     call = kernel_call(reduction, plan, dtype)
     if reduction.term == KEY and call is None:
         # each result is one of the data's values: exact in the float64 or 64-bit integer maxima
@@ -364,6 +381,114 @@ def _maxima(plan, src, dtype, minimum=False):
     values = np.empty(plan.n_kept)
     finish.finish_float_max(partial, nans, plan.nchunks, flip, src[:0], values)
     return values
+
+
+# ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here, unrounded:
+# a square root or a log, then the one rounding to the output dtype.
+
+# float64 sums of squares below this lose bits where squares underflow to subnormals (an element's
+# square below 2**-1022 carries an error up to 2**-1075, n of them at most n * 2**-175 relative to
+# this); such outputs, and those whose sum overflows, are computed again scaled (_exact.l2)
+_L2_SMALLEST_SUM = 2.0**-900
+_LN_2 = math.log(2.0)
+
+_INT_MEAN = Reduction(SUM, EXACT, mean=True)
+_INT_SUM = Reduction(SUM, EXACT)
+_INT_SQUARES = Reduction(SQUARES, WRAPPING)
+
+
+def _finished(reduction, plan, src, dtype):
+    """ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
+    if dtype not in FLOAT_BITS:
+        if reduction.finish == SQRT:
+            return _int_l2(plan, src, dtype)
+        totals = _int_totals(plan, src, dtype)
+        if any(s <= 0 for s in totals):
+            raise _exact.log_sum_not_positive(dtype)
+        return _exact.trunc_ln(totals).astype(dtype)
+    sums = _float64_sums(plan, src, reduction.term)
+    float64 = dtype.char == "d"
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if reduction.finish == SQRT:
+            if float64:
+                _check_l2_range(plan, src, dtype, sums)
+            return np.sqrt(sums).astype(dtype)  # (ml_dtypes rounds float64 to bfloat16 once)
+        logs = np.log(sums)
+        if float64 and not finish.all_finite(sums):
+            # as a float64 sum (compute): partial sums of finite values may overflow where the whole
+            # sum does not; the sum of x * 2**-64 cannot, and its log differs by 64 * ln 2
+            rescaled = _float64_sums(plan, src, SUM, scale=_SUM_RESCALE)
+            logs = np.where(np.isfinite(sums), logs, np.log(rescaled) + 64 * _LN_2)
+    return logs.astype(dtype)
+
+
+def _check_l2_range(plan, src, dtype, sums):
+    """Undecided where a float64 sum of squares overflowed or is small enough to have lost bits in
+    subnormal squares (zero included: four 1e-200 square to 0), unless the data's largest magnitude
+    says it is right: 0 (all zeros) or inf. Those outputs are computed scaled (_exact.l2)."""
+    suspect = ~((sums >= _L2_SMALLEST_SUM) & (sums < np.inf) | np.isnan(sums))
+    if suspect.any():
+        largest = np.maximum(np.abs(_maxima(plan, src, dtype)), np.abs(_maxima(plan, src, dtype, minimum=True)))
+        if np.any(suspect & (largest > 0) & (largest < np.inf)):
+            raise Undecided
+
+
+def _float64_sums(plan, src, term, scale=1.0):
+    """The compensated float64 sums (of x * scale, or x * x) per output, unrounded: the general
+    kernel's chunk partials (the kernel and the partial sizes of every mean and sum of squares of a
+    multi-chunk plan, so nothing new is compiled), combined in chunk order."""
+    total = np.empty(_tasks(plan))
+    comp = np.empty(_tasks(plan))
+    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0,
+            np.empty(0, dtype=src.dtype))
+    sums = np.empty(plan.n_kept)
+    finish.finish_float_sums(total, comp, plan.nchunks, 1.0, sums)
+    return sums
+
+
+def _int_totals(plan, src, dtype):
+    """The exact integer sum S of each output, as Python ints, from two exact kernels: the mean
+    q = trunc(S / n) and the sum modulo 2**bits. S lies in [n q, n q + n) for S >= 0 (q >= 0) and in
+    (-n, n) for q = 0; with n <= 2**(bits - 1) the residue picks the one value of that range.
+    Undecided (the rows are summed in Python) for larger n."""
+    n = plan.n_reduced
+    bits = 8 * dtype.itemsize
+    if n > 1 << (bits - 1):
+        raise Undecided
+    quotients = compute(_INT_MEAN, plan, src, dtype).tolist()
+    residues = compute(_INT_SUM, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).tolist()
+    modulus = 1 << bits
+    totals = []
+    for q, r in zip(quotients, residues):
+        if q < 0:  # S < 0: its value does not matter (ReduceLogSum raises)
+            totals.append(q)
+        elif q > 0:
+            totals.append(n * q + (r - n * q) % modulus)
+        else:  # |S| < n <= 2**(bits - 1): S is r read as signed (unsigned data: S = r)
+            totals.append(r - modulus if dtype.kind == "i" and r >= modulus >> 1 else r)
+    return totals
+
+
+def _int_l2(plan, src, dtype):
+    """isqrt of the exact integer sum of squares of each output. The wrapping sum of squares is that
+    sum where n * max|x|**2 < 2**bits (exact maxima and minima of the data bound it); elsewhere
+    Undecided: the rows are summed in Python (_exact.l2)."""
+    n = plan.n_reduced
+    bits = 8 * dtype.itemsize
+    largest = np.maximum(np.abs(_maxima(plan, src, dtype).astype(np.float64)),
+                         np.abs(_maxima(plan, src, dtype, minimum=True).astype(np.float64)))
+    # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
+    if not np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)):
+        raise Undecided
+    squares = compute(_INT_SQUARES, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).astype(np.uint64)
+    # the float64 square root is within one of isqrt (a sum below 2**64 has a root below 2**32)
+    roots = np.minimum(np.sqrt(squares.astype(np.float64)), 2.0**32 - 1).astype(np.uint64)
+    for _ in range(2):
+        roots -= (roots * roots > squares).astype(np.uint64)
+    for _ in range(2):
+        up = roots + np.uint64(1)
+        roots += ((roots < np.uint64(2**32 - 1)) & (up * up <= squares)).astype(np.uint64)
+    return roots.astype(dtype)  # below 2**(bits / 2): it fits
 
 
 def _int_log_sum_exp(plan, src, dtype, result):

@@ -82,3 +82,80 @@ def int_log_sum_exp(rows: np.ndarray) -> np.ndarray:
             return None
         result[start:start + step] = top + step_up.astype(dtype)
     return result
+
+
+# ---- ReduceLogSum and ReduceL2: logs and square roots of exact integer sums ----------------------
+
+# float64's log of an integer below 2**128 is within 1e-15 of the true log: farther than this from
+# every integer, its floor is the true floor
+_LOG_SLACK = 1e-9
+
+
+def _floor_ln(s: int) -> int:
+    """floor(ln s) of an integer s >= 1, exactly: decimal's ln is correctly rounded, and the precision
+    doubles until the log is provably on one side of an integer. ln s is an integer only for s = 1
+    (e**k is irrational for k >= 1), so this ends."""
+    if s == 1:
+        return 0
+    digits = 50
+    while True:
+        with decimal.localcontext() as ctx:
+            ctx.prec = digits
+            log = decimal.Decimal(s).ln()
+            k = int(log.to_integral_value(rounding=decimal.ROUND_FLOOR))
+            # ln s < 89 (s < 2**128): the rounding error is below 10**(2 - digits)
+            if min(log - k, k + 1 - log) > decimal.Decimal(10) ** (2 - digits):
+                return k
+        digits *= 2
+        if digits > 1 << 16:  # cannot happen (see above); never loop for ever
+            raise RuntimeError("numred: an integer log could not be decided")
+
+
+def trunc_ln(values) -> np.ndarray:
+    """trunc(ln s) (= floor, as ln s >= 0) of each positive Python int of ``values``, as int64:
+    float64 where its log is far from every integer, exactly (_floor_ln) next to one."""
+    values = list(values)
+    logs = np.log(np.array([float(s) for s in values], dtype=np.float64))
+    whole = np.floor(logs).astype(np.int64)
+    nearest = np.rint(logs)
+    for i in np.flatnonzero((nearest >= 1) & (np.abs(logs - nearest) < _LOG_SLACK)):
+        whole[i] = _floor_ln(values[i])
+    return whole
+
+
+def log_sum_not_positive(dtype: np.dtype) -> ValueError:
+    """The error of an integer ReduceLogSum (or its elementwise noop) of a sum that is not positive."""
+    return ValueError(f"ReduceLogSum: an integer sum <= 0 has no integer log (dtype {dtype}); "
+                      "numred does not return -inf or NaN cast to an integer")
+
+
+def int_log_sum(rows: np.ndarray) -> np.ndarray:
+    """trunc(ln S) of the exact sum S of each row of ``rows`` (2-D, an integer dtype), in its dtype;
+    ValueError where S <= 0."""
+    totals = [sum(row) for row in rows.tolist()]
+    if any(s <= 0 for s in totals):
+        raise log_sum_not_positive(rows.dtype)
+    return trunc_ln(totals).astype(rows.dtype)
+
+
+def l2_does_not_fit(dtype: np.dtype) -> ValueError:
+    """The error of an integer ReduceL2 whose result does not fit ``dtype``."""
+    return ValueError(f"ReduceL2: the result does not fit in {dtype} (largest value {np.iinfo(dtype).max}); "
+                      "integer results are not clamped")
+
+
+def l2(rows: np.ndarray) -> np.ndarray:
+    """The L2 norm of each row of ``rows`` (2-D): for integers isqrt of the exact sum of squares
+    (ValueError where it does not fit the dtype); for float64 the rows scaled by a power of two
+    (exact) so that their largest magnitude is in [1/2, 1): no square overflows, and none that
+    matters underflows. What the kernels' float64 sums of squares cannot give: beyond float64's
+    range, or so small that the squares lose bits as subnormals."""
+    if rows.dtype.kind in "iu":
+        roots = [math.isqrt(sum(v * v for v in row)) for row in rows.tolist()]
+        if roots and max(roots) > np.iinfo(rows.dtype).max:
+            raise l2_does_not_fit(rows.dtype)
+        return np.array(roots, dtype=rows.dtype)
+    largest = np.max(np.abs(rows), axis=1)  # NaN if any is NaN, inf if any is inf
+    _, exponents = np.frexp(largest)  # 0 for 0, inf and NaN: then the sum below says it
+    scaled = np.ldexp(rows, -exponents[:, None])
+    return np.ldexp(np.sqrt(np.sum(scaled * scaled, axis=1)), exponents).astype(rows.dtype)

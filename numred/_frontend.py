@@ -209,7 +209,8 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     try:
         return _reduce(op, data, axes, keepdims, noop_with_empty_axes)
     except Undecided:  # rare: a kernel could not decide a result in float64, or it does not fit
-        return _reduce_exactly(op, data, axes, keepdims)
+        pass
+    return _reduce_exactly(op, data, axes, keepdims)  # (outside the handler: its errors are the user's)
 
 
 def _reduce_exactly(op: Op, data, axes, keepdims) -> np.ndarray:

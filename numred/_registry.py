@@ -41,6 +41,24 @@ def _square_in_dtype(x):
         return np.multiply(x, x, out=np.empty_like(x))
 
 
+def _magnitude(x):
+    """|x| elementwise, in the input dtype (ReduceL2's noop): |INT_MIN| does not fit, ValueError."""
+    if x.dtype.kind == "i" and x.size and x.min() == np.iinfo(x.dtype).min:
+        raise _exact.l2_does_not_fit(x.dtype)
+    return np.abs(x, out=np.empty_like(x))
+
+
+def _elementwise_log(x):
+    """ln x elementwise (ReduceLogSum's noop): floats in float64, rounded once; integers trunc(ln x),
+    decided exactly, and ValueError for x <= 0."""
+    if x.dtype.kind in "iu":
+        if x.size and x.min() <= 0:
+            raise _exact.log_sum_not_positive(x.dtype)
+        return _exact.trunc_ln(x.ravel().tolist()).astype(x.dtype).reshape(x.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(x.astype(np.float64), out=np.empty(x.shape)).astype(x.dtype)
+
+
 def _numpy_logsumexp(x, axes, keepdims):
     m = np.max(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
@@ -104,6 +122,29 @@ OPS = (
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),
         reduction=_compute.Reduction(_compute.KEY, _compute.MIN),
+    ),
+
+    Op(
+        name="reduce_l2",
+        onnx_name="ReduceL2",
+        empty_float=0.0,
+        empty_int=0,
+        noop=_magnitude,
+        numpy_peer=lambda x, axes, keepdims: np.sqrt(np.sum(np.square(x), axis=axes, keepdims=keepdims)),
+        # integers: isqrt of the exact sum of squares
+        reduction=_compute.Reduction(_compute.SQUARES, _compute.EXACT, finish=_compute.SQRT),
+        exact=_exact.l2,
+    ),
+    Op(
+        name="reduce_log_sum",
+        onnx_name="ReduceLogSum",
+        empty_float=float("-inf"),
+        empty_int=None,
+        noop=_elementwise_log,
+        numpy_peer=lambda x, axes, keepdims: np.log(np.sum(x, axis=axes, keepdims=keepdims)),
+        # integers: trunc(ln S) of the exact sum S
+        reduction=_compute.Reduction(_compute.SUM, _compute.EXACT, finish=_compute.LOG),
+        exact=_exact.int_log_sum,
     ),
 )
 

@@ -20,7 +20,12 @@ The oracle follows shared/SEMANTICS.md:
     ulps for float64). Any NaN -> NaN; else any +inf -> +inf; all -inf -> -inf.
   - ReduceMax / ReduceMin: the exact max / min, any NaN -> NaN, -0.0 below +0.0 (the sign of a zero
     result is checked).
-  - Empty reduced set: mean NaN, LSE -inf, Sum and SumSquare 0, Max -inf, Min +inf.
+  - ReduceL2: sqrt of the exact sum of squares (mpmath, 200 bits), within 1 ulp of the output plus
+    the float64 sum's error bound (halved by the root); NaN -> NaN, else any inf -> +inf.
+  - ReduceLogSum: ln of the exact sum (mpmath), within 1 ulp plus the log of the float64 sum's
+    relative error; a sum within that error of 0 may give anything (its sign is not decided);
+    negative -> NaN, 0 -> -inf, special values as the sum, with log(-inf) = NaN.
+  - Empty reduced set: mean NaN, LSE and LogSum -inf, Sum, SumSquare and L2 0, Max -inf, Min +inf.
 * integers (int32, int64, uint32, uint64):
   - ReduceMean: exact Python-int sum divided by n, truncated toward zero.
   - ReduceSum: exact sum modulo 2**bits, two's complement for signed types.
@@ -29,10 +34,13 @@ The oracle follows shared/SEMANTICS.md:
     decide the truncation (m + f within 1e-12 of an integer) both neighbours are accepted. A result
     that does not fit the dtype must raise ValueError.
   - ReduceMax / ReduceMin: the exact max / min.
-  - Empty reduced set: mean and LSE raise ValueError, Sum and SumSquare give 0, Max the dtype's
-    minimum, Min its maximum.
+  - ReduceL2: math.isqrt of the exact sum of squares; ValueError when it does not fit.
+  - ReduceLogSum: floor(ln S) of the exact sum S >= 1, decided with mpmath; S <= 0 raises ValueError.
+  - Empty reduced set: mean, LSE and LogSum raise ValueError, Sum, SumSquare and L2 give 0, Max the
+    dtype's minimum, Min its maximum.
 * noop_with_empty_axes=1 with no axes: mean/sum/max/min/LSE give a copy, SumSquare gives x*x in the input dtype
-  (floats rounded once, integers wrapped).
+  (floats rounded once, integers wrapped), L2 |x| (|INT_MIN| raises ValueError), LogSum ln x
+  (integers floor(ln x), x <= 0 raises ValueError).
 """
 from __future__ import annotations
 
@@ -49,7 +57,8 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
+            "reduce_l2", "reduce_log_sum")
 
 # precision p (significand bits, implicit bit included), emin, emax
 _FORMATS = {
@@ -187,7 +196,7 @@ class ExpectedError(Exception):
 
 @dataclass(frozen=True)
 class FloatCell:
-    kind: str  # "nan", "inf", "num"
+    kind: str  # "nan", "inf", "num", or "any" (a log of a sum whose sign is not decided)
     sign: int = 1  # for "inf"
     exact: Fraction | None = None  # for "num": the exact (or float64-precise) value
     tol: Fraction = Fraction(0)  # accepted absolute distance from `exact`
@@ -195,6 +204,8 @@ class FloatCell:
     signed_zero: bool = False  # a zero result must have the sign of `rounded` (max and min)
 
     def accepts(self, got: float, dtype) -> bool:
+        if self.kind == "any":
+            return True
         if self.kind == "nan":
             return math.isnan(got)
         if self.kind == "inf":
@@ -212,8 +223,8 @@ class FloatCell:
         return abs(Fraction(got) - self.exact) <= self.tol
 
     def describe(self) -> str:
-        if self.kind == "nan":
-            return "nan"
+        if self.kind in ("nan", "any"):
+            return self.kind
         if self.kind == "inf":
             return "+inf" if self.sign > 0 else "-inf"
         return f"{self.rounded!r} (exact {float(self.exact)!r} +- {float(self.tol):.3g})"
@@ -244,7 +255,7 @@ class Expected:
         if is_float_dtype(self.dtype):
             vals = []
             for c in self.cells:
-                if c.kind == "nan":
+                if c.kind in ("nan", "any"):
                     vals.append(math.nan)
                 elif c.kind == "inf":
                     vals.append(c.sign * math.inf)
@@ -468,14 +479,134 @@ def int_lse_cell(vals, dtype):
     return IntCell(frozenset(ok)), len(ok) != len(cand)
 
 
+# ---- ReduceL2 and ReduceLogSum ----------------------------------------------------------------
+
+_ROOT_BITS = 200  # mpmath precision of the oracle's square roots and logs: far below any tolerance
+
+
+def _mp_fraction(x) -> Fraction:
+    """An mpmath value as the exact Fraction of its binary value."""
+    x = mpmath.mpf(x)
+    mantissa, exponent = x.man_exp  # (of |x|)
+    return (-1 if x < 0 else 1) * Fraction(int(mantissa)) * Fraction(2) ** int(exponent)
+
+
+def _sqrt_fraction(q: Fraction) -> Fraction:
+    with mpmath.workprec(_ROOT_BITS):
+        return _mp_fraction(mpmath.sqrt(mpmath.mpf(q.numerator) / q.denominator))
+
+
+def _ln_fraction(q: Fraction) -> Fraction:
+    with mpmath.workprec(_ROOT_BITS):
+        return _mp_fraction(mpmath.log(mpmath.mpf(q.numerator) / q.denominator))
+
+
+def float_l2_cell(vals, dtype) -> FloatCell:
+    if any(math.isnan(v) for v in vals):
+        return FloatCell("nan")
+    if any(math.isinf(v) for v in vals):
+        return FloatCell("inf", sign=1)
+    squares = sum((Fraction(v) ** 2 for v in vals), Fraction(0))
+    if squares == 0:
+        return FloatCell("num", exact=Fraction(0), tol=Fraction(0), rounded=0.0)
+    exact = _sqrt_fraction(squares)
+    # the sum's relative error gamma(n + 2) (plus subnormal squares), halved by the root; the root
+    # and, for float64, nothing else
+    tol = ulp(exact, dtype) + exact * (gamma(len(vals) + 2) + 4 * _U64) + (len(vals) + 2) * _TINY64
+    return _num_cell(exact, tol, dtype)
+
+
+def float_log_sum_cell(vals, dtype) -> FloatCell:
+    special = _special_sum_cell(vals)
+    if special is not None:  # log(NaN) = log(-inf) = NaN, log(+inf) = +inf
+        return special if special.kind == "nan" or special.sign > 0 else FloatCell("nan")
+    if not vals:
+        return FloatCell("inf", sign=-1)
+    fr = [Fraction(v) for v in vals]
+    total = sum(fr, Fraction(0))
+    sum_tol = gamma(len(vals) + 2) * sum((abs(f) for f in fr), Fraction(0)) + (len(vals) + 2) * _TINY64
+    if total == 0 and all(f == 0 for f in fr):
+        return FloatCell("inf", sign=-1)
+    if abs(total) <= 2 * sum_tol:  # which side of 0 a float64 sum lands on is not decided
+        return FloatCell("any")
+    if total < 0:
+        return FloatCell("nan")
+    exact = _ln_fraction(total)
+    relative = sum_tol / total
+    tol = ulp(exact, dtype) + 2 * relative + 4 * ulp(exact, np.float64)
+    return _num_cell(exact, tol, dtype)
+
+
+def int_l2_cell(vals, dtype) -> IntCell:
+    root = math.isqrt(sum(v * v for v in vals))
+    if root > int_range(dtype)[1]:
+        raise ExpectedError(ValueError, f"integer ReduceL2 {root} does not fit {dtype}")
+    return IntCell(frozenset([root]))
+
+
+def floor_ln(s: int) -> int:
+    """floor(ln s) of an integer s >= 1, decided with mpmath at a precision doubled until the log is
+    provably on one side of an integer (ln s is an integer only for s = 1)."""
+    if s == 1:
+        return 0
+    bits = 128
+    while True:
+        with mpmath.workprec(bits):
+            log = mpmath.log(s)
+            k = int(mpmath.floor(log))
+            if min(log - k, k + 1 - log) > mpmath.mpf(2) ** (16 - bits):
+                return k
+        bits *= 2
+        assert bits < 1 << 20, "the oracle could not decide an integer log"
+
+
+def int_log_sum_cell(vals, dtype) -> IntCell:
+    if not vals:
+        raise ExpectedError(ValueError, "integer ReduceLogSum of an empty set")
+    total = sum(vals)
+    if total <= 0:
+        raise ExpectedError(ValueError, f"integer ReduceLogSum of the sum {total} <= 0")
+    return IntCell(frozenset([floor_ln(total)]))
+
+
 # ---- driver ----------------------------------------------------------------------------------
+
+
+def _noop_log_cell(v, dtype):
+    """ln v elementwise, computed in float64 and rounded once (ReduceLogSum's noop)."""
+    if math.isnan(v) or v < 0:
+        return FloatCell("nan")
+    if v == 0:
+        return FloatCell("inf", sign=-1)
+    if math.isinf(v):
+        return FloatCell("inf", sign=1)
+    exact = _ln_fraction(Fraction(v))
+    return _num_cell(exact, ulp(exact, dtype) + ulp(exact, np.float64), dtype)
+
+
+def _noop_int_cell(op, v, dtype):
+    if op == "reduce_sum_square":
+        return IntCell(frozenset([_wrap(v * v, dtype)]))
+    if op == "reduce_l2":
+        if abs(v) > int_range(dtype)[1]:
+            raise ExpectedError(ValueError, f"|{v}| does not fit {dtype}")
+        return IntCell(frozenset([abs(v)]))
+    if op == "reduce_log_sum":
+        if v <= 0:
+            raise ExpectedError(ValueError, f"integer log of {v} <= 0")
+        return IntCell(frozenset([floor_ln(v)]))
+    return IntCell(frozenset([v]))
 
 
 def _noop_cells(op, x, dtype):
     cells = []
     if is_float_dtype(dtype):
         for v in _float_values(x).ravel().tolist():
-            if math.isnan(v):
+            if op == "reduce_l2":
+                v = abs(v)
+            if op == "reduce_log_sum":
+                cells.append(_noop_log_cell(v, dtype))
+            elif math.isnan(v):
                 cells.append(FloatCell("nan"))
             elif math.isinf(v):
                 sign = 1 if (op == "reduce_sum_square" or v > 0) else -1
@@ -484,9 +615,7 @@ def _noop_cells(op, x, dtype):
                 e = Fraction(v) ** 2 if op == "reduce_sum_square" else Fraction(v)
                 cells.append(FloatCell("num", exact=e, tol=Fraction(0), rounded=round_fraction(e, dtype)))
     else:
-        for v in x.ravel().tolist():
-            e = _wrap(v * v, dtype) if op == "reduce_sum_square" else v
-            cells.append(IntCell(frozenset([e])))
+        cells = [_noop_int_cell(op, v, dtype) for v in x.ravel().tolist()]
     return cells
 
 
@@ -512,7 +641,8 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
         fn = {"reduce_mean": float_mean_cell, "reduce_sum_square": float_sum_square_cell,
               "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell,
               "reduce_max": lambda r, d: float_extreme_cell(r, d, False),
-              "reduce_min": lambda r, d: float_extreme_cell(r, d, True)}[op]
+              "reduce_min": lambda r, d: float_extreme_cell(r, d, True),
+              "reduce_l2": float_l2_cell, "reduce_log_sum": float_log_sum_cell}[op]
         res.cells = [fn(r, dtype) for r in rows]
     else:
         rows = moved.tolist()  # Python ints
@@ -524,6 +654,10 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
             res.cells = [int_sum_cell(r, dtype) for r in rows]
         elif op in ("reduce_max", "reduce_min"):
             res.cells = [int_extreme_cell(r, dtype, op == "reduce_min") for r in rows]
+        elif op == "reduce_l2":
+            res.cells = [int_l2_cell(r, dtype) for r in rows]
+        elif op == "reduce_log_sum":
+            res.cells = [int_log_sum_cell(r, dtype) for r in rows]
         else:
             undecided = False
             for r in rows:
