@@ -144,6 +144,32 @@ def l2_does_not_fit(dtype: np.dtype) -> ValueError:
                       "integer results are not clamped")
 
 
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def _sums_of_squares(rows: np.ndarray) -> list[int]:
+    """The exact sum of squares of each row of integer ``rows`` (fewer than 2**32 per row), as Python
+    ints, vectorised: |x| < 2**64 is split into 32-bit halves h, l, so x*x = h*h 2**64 + h*l 2**33
+    + l*l; each product is below 2**64, and its 32-bit halves sum exactly in uint64."""
+    sums = []
+    step = max(1, _BLOCK_ELEMENTS // max(1, rows.shape[1]))
+    for start in range(0, rows.shape[0], step):
+        block = rows[start:start + step]
+        if block.dtype.kind == "i":
+            wide = block.astype(np.int64)
+            magnitude = np.where(wide < 0, ~wide.view(np.uint64) + np.uint64(1), wide.view(np.uint64))
+        else:
+            magnitude = block.astype(np.uint64)
+        high, low = magnitude >> np.uint64(32), magnitude & _LOW32
+        parts = []
+        for product in (high * high, high * low, low * low):
+            upper = np.sum(product >> np.uint64(32), axis=1, dtype=np.uint64).tolist()
+            lower = np.sum(product & _LOW32, axis=1, dtype=np.uint64).tolist()
+            parts.append([(u << 32) + v for u, v in zip(upper, lower)])
+        sums += [(hh << 64) + (hl << 33) + ll for hh, hl, ll in zip(*parts)]
+    return sums
+
+
 def l2(rows: np.ndarray) -> np.ndarray:
     """The L2 norm of each row of ``rows`` (2-D): for integers isqrt of the exact sum of squares
     (ValueError where it does not fit the dtype); for float64 the rows scaled by a power of two
@@ -151,7 +177,7 @@ def l2(rows: np.ndarray) -> np.ndarray:
     matters underflows. What the kernels' float64 sums of squares cannot give: beyond float64's
     range, or so small that the squares lose bits as subnormals."""
     if rows.dtype.kind in "iu":
-        roots = [math.isqrt(sum(v * v for v in row)) for row in rows.tolist()]
+        roots = [math.isqrt(s) for s in _sums_of_squares(rows)]
         if roots and max(roots) > np.iinfo(rows.dtype).max:
             raise l2_does_not_fit(rows.dtype)
         return np.array(roots, dtype=rows.dtype)

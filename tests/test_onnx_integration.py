@@ -1,9 +1,10 @@
 """numred.onnx: the reference-evaluator operators (REFERENCE_OPS) and the ONNX backend.
 
-* onnx's own backend test runner (onnx.backend.test.BackendTest) runs its ReduceMean, ReduceSum,
-  ReduceLogSumExp and ReduceSumSquare node tests through numred.onnx.Backend;
+* onnx's own backend test runner (onnx.backend.test.BackendTest) runs the node tests of numred's
+  operators (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare, ReduceL2,
+  ReduceLogSum) through numred.onnx.Backend;
 * ReferenceEvaluator(model, new_ops=REFERENCE_OPS) reproduces the expected outputs of every node test
-  data directory of the four ops, read back from model.onnx and the .pb files;
+  data directory of those operators, read back from model.onnx and the .pb files;
 * opset 1/11/13 models (axes as an attribute; ReduceSum at 13: an input) match the exact oracle
   (tests/oracle.py);
 * numred's kernels, not onnx's NumPy reference, compute the nodes (inputs where the two differ).
@@ -33,7 +34,7 @@ with warnings.catch_warnings():
     import numred.onnx
     from numred.onnx import REFERENCE_OPS, Backend
 
-OUR_TESTS = r"^test_reduce_(mean|sum|max|min|log_sum_exp|sum_square)_"
+OUR_TESTS = r"^test_reduce_(mean|sum|max|min|log_sum_exp|sum_square|l2|log_sum)_"
 # node tests whose inputs the contract refuses: opset-20 bool data for ReduceMax and ReduceMin, which
 # opset 18 (numred's) does not type; numred raises TypeError for them (docs/onnx.md)
 CONTRADICTING = r"_bool"
@@ -44,7 +45,7 @@ CONTRADICTING = r"_bool"
 # them (Backend.is_compatible is False, prepare raises NotImplementedError) because onnx's NumPy
 # reference, not numred, would compute them. The runner asks is_compatible only of on-disk models,
 # not of node tests, so they are excluded here and show up as skipped.
-# No node test of the four ops conflicts with docs/SEMANTICS.md: the empty-set tests expect -inf
+# Apart from those, no node test of numred's operators conflicts with docs/SEMANTICS.md: the empty-set tests expect -inf
 # (LogSumExp) and 0 (Sum, SumSquare) for float32, as the contract says, and onnx has no ReduceMean
 # empty-set node test.
 backend_test = (onnx.backend.test.BackendTest(Backend, __name__).include(OUR_TESTS).exclude(r"_expanded_cpu$")
@@ -186,10 +187,11 @@ def _data(dtype, op, shape=(3, 4, 5), seed=0):
     rng = np.random.default_rng(seed)
     dtype = np.dtype(dtype)
     if dtype.kind in "iu":
-        low = 0 if dtype.kind == "u" else -50
+        low = 1 if op == "ReduceLogSum" else 0 if dtype.kind == "u" else -50  # (an integer log needs S > 0)
         return rng.integers(low, 50, shape).astype(dtype)
     scale = 3.0 if op == "ReduceLogSumExp" else 10.0
-    return (rng.standard_normal(shape) * scale).astype(dtype)
+    values = rng.standard_normal(shape) * scale
+    return (np.abs(values) if op == "ReduceLogSum" else values).astype(dtype)
 
 
 def _run(model, feeds):
@@ -277,7 +279,7 @@ def test_errors_are_numreds():
 
 def test_reference_ops_are_named_like_the_operators():
     assert [c.__name__ for c in REFERENCE_OPS] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare", "ReduceSum",
-                                                   "ReduceMax", "ReduceMin"]
+                                                   "ReduceMax", "ReduceMin", "ReduceL2", "ReduceLogSum"]
     assert all(c.op_domain == "" for c in REFERENCE_OPS)
     assert numred.onnx.ReduceMean is REFERENCE_OPS[0]
 

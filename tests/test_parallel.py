@@ -30,7 +30,8 @@ from oracle import BFLOAT16
 
 pytestmark = pytest.mark.slow
 
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
+            "reduce_l2", "reduce_log_sum")
 U = 2.0**-53
 
 
@@ -76,6 +77,15 @@ def _float_expected(opname, x, axes, exact_sums: bool):
         return e, tol
     if opname in ("reduce_max", "reduce_min"):  # exact
         return (np.max if opname == "reduce_max" else np.min)(x64, axis=t, keepdims=True), 0.0
+    if opname == "reduce_l2":
+        e = np.sqrt(np.sum(x64 * x64, axis=t, keepdims=True))
+        return e, 0.0 if exact_sums else (2 * n + 64) * U * e
+    if opname == "reduce_log_sum":  # NaN where the sum is negative
+        s = np.sum(x64, axis=t, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            e = np.log(s)
+            tol = 0.0 if exact_sums else (2 * n + 64) * U * np.sum(np.abs(x64), axis=t, keepdims=True) / np.abs(s)
+        return e, np.where(np.isfinite(tol), tol, 0.0)
     m = np.max(x64, axis=t, keepdims=True)
     s = np.sum(np.exp(x64 - m), axis=t, keepdims=True)
     e = m + np.log(s)
@@ -85,9 +95,9 @@ def _float_expected(opname, x, axes, exact_sums: bool):
 
 
 def _int_expected(opname, x, axes):
-    """(lo, hi) int arrays (keepdims=1): the accepted range of results; equal unless undecidable.
-
-    Raises ExpectedError for the contract's errors."""
+    """(lo, hi) int arrays (keepdims=1): the accepted results; equal unless float64 cannot decide. A
+    value of hi above the dtype's maximum means the call must raise ValueError (a result that does
+    not fit, a log of a sum <= 0)."""
     t = _norm_axes(axes, x.ndim)
     n = math.prod(x.shape[a] for a in t)
     dtype = x.dtype
@@ -99,6 +109,21 @@ def _int_expected(opname, x, axes):
     if opname in ("reduce_max", "reduce_min"):
         e = (np.max if opname == "reduce_max" else np.min)(x, axis=t, keepdims=True).astype(np.int64)
         return e, e
+    if opname == "reduce_l2":  # isqrt of the exact sum of squares: |x| = a 2**20 + b
+        magnitude = np.abs(x.astype(np.int64))  # (|x| < 2**41 in these cases)
+        a, b = magnitude >> 20, magnitude & (2**20 - 1)
+        # (each product < 2**63; its 32-bit halves summed apart, as 2**24 of them could exceed int64)
+        parts = [(np.sum(p >> 32, axis=t, keepdims=True).astype(object) << 32)
+                 + np.sum(p & (2**32 - 1), axis=t, keepdims=True).astype(object) for p in (a * a, 2 * a * b, b * b)]
+        roots = np.vectorize(math.isqrt, otypes=[object])((parts[0] << 40) + (parts[1] << 20) + parts[2])
+        return roots, roots
+    if opname == "reduce_log_sum":  # floor(ln S) of the exact sum; an output with S <= 0 must raise
+        s = np.sum(x.astype(np.int64), axis=t, keepdims=True).astype(object)  # exact: |S| < 2**63 here
+        if (s <= 0).any():
+            raise_marker = np.full(s.shape, int(np.iinfo(dtype).max) + 1, dtype=object)
+            return raise_marker, raise_marker
+        logs = np.log(s.astype(np.float64))  # within 1e-15 of ln S: both floors next to an integer
+        return np.floor(logs - 1e-9).astype(np.int64), np.floor(logs + 1e-9).astype(np.int64)
     if opname == "reduce_sum":  # modulo 2**bits: the low bits of NumPy's (wrapping) uint64 sum
         with np.errstate(over="ignore"):
             s = np.sum(x.astype(np.int64).view(np.uint64), axis=t, keepdims=True, dtype=np.uint64)
@@ -274,6 +299,8 @@ def test_a_plan_cut_for_a_thread_count_is_not_reused_under_another():
 @pytest.mark.parametrize("opname", OP_NAMES)
 def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opname, kind):
     x = _make(kind, (3, 2_000_000), seed=22)
+    if opname == "reduce_log_sum":  # positive sums: logs, not NaN
+        x = np.abs(x)
     func = getattr(numred, opname)
     for axes in ([1], None):
         a = with_threads(2, func, x, axes)
@@ -283,7 +310,7 @@ def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opn
         a64, c64 = a.astype(np.float64), c.astype(np.float64)
         spacing = oracle.ulp_array(np.where(np.isfinite(a64), a64, 0.0), x.dtype)
         with np.errstate(invalid="ignore"):
-            close = (a64 == c64) | (np.abs(a64 - c64) <= spacing)
+            close = (a64 == c64) | (np.abs(a64 - c64) <= spacing) | (np.isnan(a64) & np.isnan(c64))
         assert close.all(), (opname, kind, axes, a64.ravel()[:4], c64.ravel()[:4])
 
 
@@ -318,6 +345,8 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
         # a max kernel, then a sum kernel
         assert launch is None
     elif opname in ("reduce_max", "reduce_min") and plan.parallel and not plan.single_run:  # keys, then values
+        assert launch is None
+    elif opname in ("reduce_l2", "reduce_log_sum"):  # float64 sums, then a root or a log
         assert launch is None
     else:
         assert launch is not None, "not kept as one launch"

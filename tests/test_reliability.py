@@ -30,7 +30,8 @@ try:  # mpmath comes with sympy (an onnxruntime dependency) but is not a declare
 except ImportError:  # pragma: no cover
     mpmath = None
 
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min")
+OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
+            "reduce_l2", "reduce_log_sum")
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 U64 = 2.0**-53
@@ -230,8 +231,14 @@ def _int_data(dtype, shape, opname, seed):
     info = np.iinfo(dtype)
     # log-sum-exp keeps max + ln(n) inside the dtype (ln(655360) < 14): otherwise the call must raise
     hi = info.max - 20 if opname == "reduce_log_sum_exp" else info.max
-    x = np.random.default_rng(seed).integers(info.min, hi, shape, dtype=dtype, endpoint=True)
-    x.flat[:3] = [info.min, hi, hi - 1]
+    lo = info.min
+    if opname == "reduce_l2":  # sums of squares whose roots fit: |x| * sqrt(655360) below 2**(bits / 2 - 1)
+        hi = 2 ** (4 * dtype.itemsize - 12)
+        lo = -hi if dtype.kind == "i" else 0
+    if opname == "reduce_log_sum":  # positive sums
+        lo = 1
+    x = np.random.default_rng(seed).integers(lo, hi, shape, dtype=dtype, endpoint=True)
+    x.flat[:3] = [lo, hi, hi - 1]
     return x
 
 
@@ -272,6 +279,12 @@ def int_expected(opname, x, axes):
                 v -= 2**bits
             out.append({v})
         return out
+    if opname in ("reduce_l2", "reduce_log_sum"):  # from Python ints, each output's elements in a row
+        rows = np.moveaxis(x, t, range(x.ndim - len(t), x.ndim)).reshape(-1, n).tolist()
+        if opname == "reduce_l2":
+            return [{math.isqrt(sum(v * v for v in row))} for row in rows]
+        logs = [math.log(sum(row)) for row in rows]  # (all positive) within 1e-15: both floors next to an integer
+        return [{math.floor(f - 1e-9), math.floor(f + 1e-9)} for f in logs]
     # log-sum-exp: exact max m; d = m - x exactly as a uint64 distance; f = ln(sum exp(-d)) in float64
     m = np.max(x, axis=t, keepdims=True)
     wide = np.uint64 if x.dtype.kind == "u" else np.int64
@@ -337,9 +350,13 @@ def _float_expected(opname, x, axes):
                 (2 * n + 64) * U64 * np.sum(np.abs(x64), axis=t, keepdims=True) / divisor)
     if opname in ("reduce_max", "reduce_min"):  # exact
         return (np.max if opname == "reduce_max" else np.min)(x64, axis=t, keepdims=True), 0.0
-    if opname == "reduce_sum_square":
+    if opname in ("reduce_sum_square", "reduce_l2"):
         sq = np.sum(x64 * x64, axis=t, keepdims=True)
+        if opname == "reduce_l2":
+            return np.sqrt(sq), (2 * n + 64) * U64 * np.sqrt(sq)
         return sq, (2 * n + 64) * U64 * sq * (1 if x.dtype != np.float64 else 2)
+    if opname == "reduce_log_sum":  # of positive data (test_float_results_bit_identical_run_to_run)
+        return np.log(np.sum(x64, axis=t, keepdims=True)), (2 * n + 64) * U64
     m = np.max(x64, axis=t, keepdims=True)
     e = m + np.log(np.sum(np.exp(x64 - m), axis=t, keepdims=True))
     return e, (2 * n + 128) * U64 + 4 * np.spacing(np.abs(e))
@@ -368,6 +385,8 @@ def test_float_results_bit_identical_run_to_run(dtype, opname):
     func = getattr(numred, opname)
     for shape, axes_list in FLOAT_CASES:
         base = _float_data(dtype, shape, seed=len(shape) + shape[0])
+        if opname == "reduce_log_sum":  # positive sums: logs, not NaN
+            base = np.abs(base)
         for name, x in (("C", base), ("transposed", base.T)):
             for axes in axes_list:
                 ctx = f"{opname} {dtype} {name}{x.shape} axes={axes}"
