@@ -141,6 +141,34 @@ CLAIMS = [
     (ORT, "ReduceSumSquare", np.int64([2**32, 1]), None, 1, 0, equals([I64_MAX], np.int64), "saturates"),
     (REF, "ReduceSumSquare", np.int32([50000, 50000]), None, 1, 0, equals([-3589934592], np.int64),
      "int32 squares wrap, summed in int64"),
+    # ReduceL2
+    *[(ORT, "ReduceL2", np.array([3, 4], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
+       f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],
+    *[(rt, "ReduceL2", x, None, 1, 0, equals([want], x.dtype), "squares overflow or underflow")
+      for rt in (ORT, REF) for x, want in ((F64([1e200, 1e200]), np.inf), (F64([1e-200] * 4), 0),
+                                           (F32([3e19, 3e19]), np.inf), (F32([1e-30] * 4), 0))],
+    (REF, "ReduceL2", np.float16([300, 300]), None, 1, 0, equals([np.inf], np.float16), "float16 squares overflow"),
+    (ORT, "ReduceL2", np.int32([I32_MAX] * 3), None, 1, 0, equals([I32_MAX], np.int32), "saturates"),
+    (REF, "ReduceL2", np.int32([I32_MAX] * 3), None, 1, 0, equals([1], np.int32), "squares wrap"),
+    (ORT, "ReduceL2", np.int64([2**62, 2**62]), None, 1, 0, equals([6521908912666391552], np.int64),
+     "through double"),
+    (REF, "ReduceL2", np.int64([2**62, 2**62]), None, 1, 0, equals([0], np.int64), "squares wrap"),
+    (ORT, "ReduceL2", np.int32([I32_MIN, 5]), [], 1, 1, equals([I32_MAX, 5], np.int32), "noop: |INT_MIN| saturates"),
+    (REF, "ReduceL2", np.int32([I32_MIN, 5]), [], 1, 1, equals([0, 5], np.int32), "noop: |INT_MIN|"),
+    # ReduceLogSum
+    *[(ORT, "ReduceLogSum", np.array([3, 4], dtype=t), None, 1, 0, raises(match=match), f"no {np.dtype(t).name} kernel")
+      for t, match in ((BF16, "NOT_IMPLEMENTED"), (np.uint32, "INVALID_GRAPH"), (np.uint64, "INVALID_GRAPH"))],
+    *[(REF, "ReduceLogSum", np.array([3, 4], dtype=t), None, 1, 0, raises(TypeError), "integers refused")
+      for t in (np.int32, np.int64, np.uint32, np.uint64)],
+    *[(rt, "ReduceLogSum", F64([1e308] * 4), None, 1, 0, equals([np.inf], F64), "float64 sum overflows")
+      for rt in (ORT, REF)],
+    *[(rt, "ReduceLogSum", F32([3e38] * 2), None, 1, 0, equals([np.inf], F32), "float32 sum overflows")
+      for rt in (ORT, REF)],
+    (REF, "ReduceLogSum", np.float16([60000, 60000]), None, 1, 0, equals([np.inf], np.float16), "float16 sum overflows"),
+    *[(ORT, "ReduceLogSum", np.int32(x), None, 1, 0, equals([I32_MIN], np.int32), "a sum <= 0: INT_MIN")
+      for x in ([-3, 2], [0, 0])],
+    (ORT, "ReduceLogSum", np.zeros(0, np.int32), None, 1, 0, equals([I32_MIN], np.int32), "empty set: INT_MIN"),
+    (ORT, "ReduceLogSum", np.int32([3, -4, 1]), [], 1, 1, equals([1, I32_MIN, 0], np.int32), "noop: log(-4) INT_MIN"),
 ]
 
 
