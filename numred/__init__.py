@@ -187,9 +187,10 @@ def reduce_max(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
                noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
     """ONNX ReduceMax (opset 18): the maximum over ``axes``, in the input dtype.
 
-    Exact for every dtype. Any NaN gives NaN, and -0.0 counts as smaller than +0.0, so the maximum of
-    ``[-0.0, 0.0]`` is +0.0. Float data is compared as integer keys of its bits, which vectorises
-    where a float comparison that keeps NaN does not.
+    Exact for every dtype, and also takes int8 and uint8 (as ONNX types ReduceMax and ReduceMin).
+    Any NaN gives NaN, and -0.0 counts as smaller than +0.0, so the maximum of ``[-0.0, 0.0]`` is
+    +0.0. Float data is compared as integer keys of its bits, which vectorises where a float
+    comparison that keeps NaN does not.
 
     Parameters
     ----------
@@ -235,9 +236,10 @@ def reduce_min(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
                noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
     """ONNX ReduceMin (opset 18): the minimum over ``axes``, in the input dtype.
 
-    Exact for every dtype. Any NaN gives NaN, and -0.0 counts as smaller than +0.0, so the minimum of
-    ``[-0.0, 0.0]`` is -0.0. Float data is compared as integer keys of its bits, which vectorises
-    where a float comparison that keeps NaN does not.
+    Exact for every dtype, and also takes int8 and uint8 (as ONNX types ReduceMax and ReduceMin).
+    Any NaN gives NaN, and -0.0 counts as smaller than +0.0, so the minimum of ``[-0.0, 0.0]`` is
+    -0.0. Float data is compared as integer keys of its bits, which vectorises where a float
+    comparison that keeps NaN does not.
 
     Parameters
     ----------

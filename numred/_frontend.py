@@ -31,6 +31,9 @@ CARRIERS = {
     np.dtype(np.uint64): np.dtype(np.uint64),
 }  # and bfloat16 (add_bfloat16)
 SUPPORTED_NAMES = "float32, float64, float16, bfloat16, int32, int64, uint32, uint64"
+# ReduceMax and ReduceMin also take int8 and uint8 (their ONNX opset-18 type lists; Op.narrow_ints),
+# read by the kernels as they are
+NARROW_INTS = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 def add_bfloat16() -> np.dtype:
@@ -62,8 +65,9 @@ def _cast_hint(dtype: np.dtype) -> str:
     return ""
 
 
-def as_supported_array(data) -> np.ndarray:
-    """``data`` as an ndarray of a supported dtype in native byte order (a copy only when byte-swapped)."""
+def as_supported_array(data, narrow_ints: bool = False) -> np.ndarray:
+    """``data`` as an ndarray of a supported dtype in native byte order (a copy only when byte-swapped);
+    ``narrow_ints``: int8 and uint8 are supported too."""
     # np.asarray drops a mask silently: the masked values would be counted as if they were data
     if isinstance(data, np.ma.MaskedArray) or (
         type(data) in (list, tuple) and any(isinstance(item, np.ma.MaskedArray) for item in data)
@@ -80,14 +84,16 @@ def as_supported_array(data) -> np.ndarray:
     native = x.dtype.newbyteorder("=") if x.dtype.byteorder not in "=|" else x.dtype
     if native not in CARRIERS and native.name == "bfloat16" and "ml_dtypes" in sys.modules:
         add_bfloat16()
-    if native not in CARRIERS or x.dtype.fields is not None or x.dtype.subdtype is not None:
+    supported = native in CARRIERS or (narrow_ints and native in NARROW_INTS)
+    if not supported or x.dtype.fields is not None or x.dtype.subdtype is not None:
         if x.dtype == object and not isinstance(data, np.ndarray):
             raise TypeError(
                 f"data must be array-like: a NumPy array, or a number or nested sequence of numbers, "
                 f"of dtype {SUPPORTED_NAMES}; got {type(data).__name__}, which NumPy can only read as "
                 "an array of dtype object"
             )
-        raise TypeError(f"unsupported dtype {x.dtype}; numred supports {SUPPORTED_NAMES}.{_cast_hint(x.dtype)}")
+        also = " (ReduceMax and ReduceMin also int8 and uint8)" if native in NARROW_INTS else ""
+        raise TypeError(f"unsupported dtype {x.dtype}; numred supports {SUPPORTED_NAMES}{also}.{_cast_hint(x.dtype)}")
     if native != x.dtype:
         x = x.astype(native)
     return x
@@ -216,7 +222,7 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
 def _reduce_exactly(op: Op, data, axes, keepdims) -> np.ndarray:
     """The call again, in exact arithmetic (op.exact), for what the kernels left undecided. The
     arguments have passed every check: this is a call with at least one element per output."""
-    x = as_supported_array(data)
+    x = as_supported_array(data, op.narrow_ints)
     axes = reduced_axes(axes, x.ndim) or tuple(range(x.ndim))
     out_shape, n_out, n_reduced = _output_geometry(x.shape, axes, as_flag(keepdims, "keepdims"))
     # each output's elements in a row (a copy where the layout needs one)
@@ -241,7 +247,7 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
         return compute(op.reduction, plan, src, data.dtype).reshape(out_shape)
 
-    x = as_supported_array(data)
+    x = as_supported_array(data, op.narrow_ints)
     keepdims = as_flag(keepdims, "keepdims")
     noop = as_flag(noop_with_empty_axes, "noop_with_empty_axes")
     axes = reduced_axes(axes, x.ndim)
@@ -265,7 +271,7 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
             return np.full(out_shape, empty_int, dtype=x.dtype)
         return np.full(out_shape, op.empty_float, dtype=x.dtype)
 
-    carrier = CARRIERS[x.dtype]
+    carrier = CARRIERS.get(x.dtype, x.dtype)  # (int8 and uint8 are their own)
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
     if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
         launch = one_launch(op.reduction, plan, x.dtype)

@@ -27,6 +27,7 @@ class Op:
     # (rows: 2-D, the reduced elements of each output in a row) -> the exact results, or None when
     # one does not fit the dtype: what the front end runs when compute raises _compute.Undecided
     exact: Callable | None = None
+    narrow_ints: bool = False  # int8 and uint8 are supported too (ReduceMax and ReduceMin, as in ONNX)
 
     @property
     def int_wraps(self) -> bool:
@@ -113,6 +114,7 @@ OPS = (
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
         reduction=_compute.Reduction(_compute.KEY, _compute.MAX),
+        narrow_ints=True,
     ),
     Op(
         name="reduce_min",
@@ -122,6 +124,7 @@ OPS = (
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),
         reduction=_compute.Reduction(_compute.KEY, _compute.MIN),
+        narrow_ints=True,
     ),
 
     Op(

@@ -55,9 +55,10 @@ LAYOUTS = (
 
 
 def dtype_names() -> list[str]:
-    from numred._frontend import SUPPORTED_NAMES
+    """The eight supported dtypes, then int8 and uint8 (ReduceMax and ReduceMin only)."""
+    from numred._frontend import NARROW_INTS, SUPPORTED_NAMES
 
-    return SUPPORTED_NAMES.split(", ")
+    return SUPPORTED_NAMES.split(", ") + [d.name for d in NARROW_INTS]
 
 
 def _sample(shape, dtype):
@@ -71,7 +72,7 @@ def _single_run(x, axes) -> bool:
     from numred._frontend import CARRIERS
     from numred._plan import make_plan
 
-    plan, _ = make_plan(x.view(CARRIERS[x.dtype]), tuple(range(x.ndim)) if axes is None else tuple(axes))
+    plan, _ = make_plan(x.view(CARRIERS.get(x.dtype, x.dtype)), tuple(range(x.ndim)) if axes is None else tuple(axes))
     return bool(plan.single_run)
 
 
@@ -81,17 +82,18 @@ def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
     parallel kernels): (name, seconds)."""
     import numred
     from numred import _runtime
-    from numred._frontend import supported_dtypes
+    from numred._frontend import NARROW_INTS, supported_dtypes
     from numred._registry import OPS
 
     start = time.perf_counter()
-    dtype = next(d for d in supported_dtypes() if str(d) == name)
+    dtype = next(d for d in supported_dtypes() + list(NARROW_INTS) if str(d) == name)
+    ops = [op for op in OPS if op.narrow_ints or dtype not in NARROW_INTS]
     for shape, axes, *view in LAYOUTS:
         x = _sample(shape, dtype)
         if view:
             x = x[view[0]]
         serial_too = fork or _single_run(x, axes)
-        for op in OPS:
+        for op in ops:
             fn = getattr(numred, op.name)
             fn(x, axes=axes)
             if serial_too:
@@ -105,7 +107,7 @@ def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
 
 def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,
                fork: bool = False) -> None:
-    """Compile (or load) the kernels of ``dtypes`` (default: all eight) in ``processes`` worker
+    """Compile (or load) the kernels of ``dtypes`` (default: all ten, dtype_names) in ``processes`` worker
     processes (default: one per core, at most one per dtype), with ``fork`` the serial variants that
     forked children run too; ``report(name, seconds)`` per dtype."""
     names = dtype_names() if dtypes is None else list(dtypes)
@@ -122,7 +124,7 @@ def precompile(dtypes: list[str] | None = None, processes: int | None = None, re
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", action="append", choices=dtype_names(), metavar="DTYPE",
-                        help=f"compile for this dtype only (repeatable; default all eight: {', '.join(dtype_names())})")
+                        help=f"compile for this dtype only (repeatable; default all: {', '.join(dtype_names())})")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes (default: one per core)")
     parser.add_argument("--fork", action="store_true",

@@ -57,6 +57,7 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
+NARROW_INT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))  # ReduceMax and ReduceMin only
 OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
             "reduce_l2", "reduce_log_sum")
 
@@ -624,7 +625,7 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
     assert op in OP_NAMES, op
     x = np.asarray(x)
     dtype = native(x.dtype)
-    assert dtype in ALL_DTYPES, dtype
+    assert dtype in ALL_DTYPES or (dtype in NARROW_INT_DTYPES and op in ("reduce_max", "reduce_min")), dtype
     red = normalize_axes(axes, x.ndim, noop_with_empty_axes)
     if red is None:
         return Expected(op, dtype, x.shape, _noop_cells(op, x, dtype))

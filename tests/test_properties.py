@@ -63,7 +63,7 @@ def _int_elements(dtype: np.dtype, mode: str):
 
 @st.composite
 def arrays_of(draw, dtype, max_dims=5, max_side=4, min_dims=0, mode=None):
-    """A small array of `dtype` (any of the 8) with values from one of the modes."""
+    """A small array of `dtype` (any of the 8, or int8/uint8) with values from one of the modes."""
     dtype = np.dtype(dtype)
     mode = mode or draw(st.sampled_from(["moderate", "wide", "special"]))
     shape = draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=0, max_side=max_side))
@@ -224,6 +224,37 @@ def test_matches_oracle(opname, dtype, data):
     keepdims = data.draw(FLAGS, label="keepdims")
     noop = data.draw(FLAGS, label="noop")
     check_against_oracle(opname, x, axes, keepdims, noop, owner)
+
+
+@pytest.mark.parametrize("dtype", oracle.NARROW_INT_DTYPES, ids=str)
+@pytest.mark.parametrize("opname", ["reduce_max", "reduce_min"])
+@settings(max_examples=60)
+@given(data=st.data())
+def test_int8_and_uint8_max_and_min_match_oracle(opname, dtype, data):
+    # ONNX types ReduceMax and ReduceMin for int8 and uint8 too
+    base = data.draw(arrays_of(dtype, mode=data.draw(st.sampled_from(["moderate", "special"]))), label="base")
+    x, owner, layout = data.draw(layouts(base), label="layout")
+    axes = data.draw(axes_forms(x.ndim), label="axes")
+    check_against_oracle(opname, x, axes, data.draw(FLAGS), data.draw(FLAGS), owner)
+
+
+@pytest.mark.parametrize("dtype", oracle.NARROW_INT_DTYPES, ids=str)
+def test_int8_and_uint8_max_and_min_on_every_layout_family(dtype):
+    # every layout the precompile step walks (serial, rows, tiles, blocks, chunks), against NumPy's
+    # exact integer max and min; the input's extremes placed last, where a chunked read ends
+    from numred.precompile import LAYOUTS
+
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(8)
+    for shape, axes, *view in LAYOUTS:
+        x = rng.integers(info.min + 1, info.max, shape, dtype=dtype)
+        x.flat[-1], x.flat[-2] = info.min, info.max
+        if view:
+            x = x[view[0]]
+        t = None if axes is None else tuple(axes)
+        for func, peer in ((numred.reduce_max, np.max), (numred.reduce_min, np.min)):
+            got = func(x, axes)
+            assert got.dtype == dtype and np.array_equal(got, peer(x, axis=t, keepdims=True)), (shape, axes, func)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
