@@ -1,5 +1,5 @@
 """numred: the ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp,
-ReduceSumSquare, ReduceL2 and ReduceLogSum for float32,
+ReduceSumSquare, ReduceL1, ReduceL2 and ReduceLogSum for float32,
 float64, float16, bfloat16, int32, int64, uint32 and uint64, computed by Numba kernels.
 
 The behaviour of every edge case is the contract in docs/SEMANTICS.md.
@@ -19,7 +19,7 @@ from ._registry import OPS_BY_NAME as _OPS
 
 __version__ = "0.1.0"
 __all__ = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_log_sum_exp", "reduce_sum_square",
-           "reduce_l2", "reduce_log_sum", "AxesLike", "__version__"]
+           "reduce_l1", "reduce_l2", "reduce_log_sum", "AxesLike", "__version__"]
 
 #: What ``axes`` accepts: None, an int, a sequence of ints or a 1-D integer array (ONNX gives int64).
 AxesLike = Union[int, Sequence[int], npt.NDArray[np.integer], None]
@@ -490,3 +490,49 @@ def reduce_log_sum(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1
     if unexpected:
         raise _unexpected_keywords("reduce_log_sum", unexpected)
     return _reduce(_OPS["reduce_log_sum"], data, axes, keepdims, noop_with_empty_axes)
+
+
+@_shared_doc
+def reduce_l1(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+              noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
+    """ONNX ReduceL1 (opset 18): ``sum(|x|)`` over ``axes``, in the input dtype.
+
+    float16, bfloat16 and float32 sum ``|x|`` in float64 and round once; float64 is at least as
+    accurate as NumPy's pairwise sum. Any NaN gives NaN, else any inf gives inf. Integers wrap
+    modulo 2**bits, as ``np.sum(np.abs(x), dtype=T)`` (``|INT_MIN|`` wraps to INT_MIN, as in the
+    onnx reference).
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, ``|data|`` elementwise. An
+        empty set gives 0.
+
+    Raises
+    ------
+    {common_errors}
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
+
+    See Also
+    --------
+    reduce_l2, reduce_sum
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> numred.reduce_l1(np.float32([[3, -4], [-5, 12]]), axes=[1], keepdims=0)
+    array([ 7., 17.], dtype=float32)
+    >>> numred.reduce_l1(np.int32([-3, 4]))
+    array([7], dtype=int32)
+    """
+    if unexpected:
+        raise _unexpected_keywords("reduce_l1", unexpected)
+    return _reduce(_OPS["reduce_l1"], data, axes, keepdims, noop_with_empty_axes)

@@ -102,8 +102,8 @@ class OnnxRuntimePeer(Peer):
 
 
 class TorchPeer(Peer):
-    """torch.mean / sum / amax / amin / logsumexp / sum of squares / linalg.vector_norm / log of the
-    sum, on a tensor sharing the NumPy buffer.
+    """torch.mean / sum / amax / amin / logsumexp / sum of squares / linalg.vector_norm (L1, L2) / log
+    of the sum, on a tensor sharing the NumPy buffer.
 
     Each op is torch's own expression for it, as a torch user would write it; what torch cannot do
     raises and is shown as n/a (torch.mean has no integer kernel). As with NumPy, the dtypes of
@@ -151,6 +151,8 @@ class TorchPeer(Peer):
             return lambda: torch.logsumexp(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceSumSquare":
             return lambda: torch.sum(t * t, dim=dims, keepdim=True)
+        if op.onnx_name == "ReduceL1":
+            return lambda: torch.linalg.vector_norm(t, ord=1, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceL2":
             return lambda: torch.linalg.vector_norm(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceLogSum":

@@ -37,17 +37,17 @@ from ._plan import Plan
 from ._runtime import run
 
 # An operator's term: what one element contributes (kernels.base)
-SUM, SQUARES, EXP = base.SUM, base.SUM_SQUARES, base.SUM_EXP  # x, x * x, exp(x - max)
+SUM, SQUARES, EXP, ABS = base.SUM, base.SUM_SQUARES, base.SUM_EXP, base.SUM_ABS  # x, x * x, exp(x - max), |x|
 # and its integer accumulator (kernels.states): the exact 128-bit sum, the uint64 sum modulo 2**64,
 # or the exact max with a float64 sum of exp(x - max), decided exactly where rounding could matter
 EXACT, WRAPPING, MAX_AND_EXP_SUM = "exact", "wrapping", "max and sum of exp"
 # The element itself, compared exactly (float data as integer keys of its bits, kernels.maxima), with
 # its accumulator for every dtype: the max, or the min (the max of flipped keys)
-KEY = 3  # (not a sum mode of kernels.base)
+KEY = 4  # (not a sum mode of kernels.base)
 MAX, MIN = "max", "min"
-# Finish steps applied to unrounded sums, outside the kernels: the square root of ReduceL2's sum of
-# squares and the log of ReduceLogSum's sum (_finished)
-SQRT, LOG = "sqrt", "log"
+# Finish steps applied to unrounded sums, outside the kernels (_finished): the one rounding alone
+# (ReduceL1's sum of |x|), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum
+ROUND, SQRT, LOG = "round", "sqrt", "log"
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Reduction:
     term: int
     int_accumulator: str
     mean: bool = False
-    finish: str | None = None  # SQRT or LOG: applied to the unrounded sums (FINISHED_SETS)
+    finish: str | None = None  # ROUND, SQRT or LOG: applied to the unrounded sums (FINISHED_SETS)
 
     def __post_init__(self):
         if self.finish is not None:
@@ -75,9 +75,8 @@ class Reduction:
     @property
     def int_wraps(self) -> bool:
         """Whether integer results are exact modulo 2**bits (sums), not a real value truncated."""
-        if self.finish is not None:
-            return False
-        return self.int_accumulator == WRAPPING or (self.int_accumulator == EXACT and not self.mean)
+        return self.int_accumulator == WRAPPING or (self.int_accumulator == EXACT and not self.mean
+                                                     and self.finish is None)
 
 
 # (term, integer accumulator, mean): a sum of x (ReduceSum's) keeps the exact sum's low bits, which
@@ -85,8 +84,9 @@ class Reduction:
 KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False),
                (KEY, MAX, False), (KEY, MIN, False)}
 # (term, integer accumulator, finish) of the operators finished from unrounded sums (_finished): the
-# exact integer sum of squares' square root, the exact integer sum's log
-FINISHED_SETS = {(SQUARES, EXACT, SQRT), (SUM, EXACT, LOG)}
+# sum of |x| (integers: modulo 2**bits), the exact integer sum of squares' square root, the exact
+# integer sum's log
+FINISHED_SETS = {(ABS, WRAPPING, ROUND), (SQUARES, EXACT, SQRT), (SUM, EXACT, LOG)}
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
 # scaling), then multiply the result back; a sum of fewer than 2**63 finite float64 values cannot
@@ -383,8 +383,8 @@ def _maxima(plan, src, dtype, minimum=False):
     return values
 
 
-# ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here, unrounded:
-# a square root or a log, then the one rounding to the output dtype.
+# ReduceL1, ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here,
+# unrounded: nothing, a square root or a log, then the one rounding to the output dtype.
 
 # float64 sums of squares below this lose bits where squares underflow to subnormals (an element's
 # square below 2**-1022 carries an error up to 2**-1075, n of them at most n * 2**-175 relative to
@@ -398,8 +398,10 @@ _INT_SQUARES = Reduction(SQUARES, WRAPPING)
 
 
 def _finished(reduction, plan, src, dtype):
-    """ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
+    """ReduceL1 (ROUND), ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
     if dtype not in FLOAT_BITS:
+        if reduction.finish == ROUND:
+            return _int_l1(plan, src, dtype)
         if reduction.finish == SQRT:
             return _int_l2(plan, src, dtype)
         totals = _int_totals(plan, src, dtype)
@@ -408,7 +410,10 @@ def _finished(reduction, plan, src, dtype):
         return _exact.trunc_ln(totals).astype(dtype)
     sums = _float64_sums(plan, src, reduction.term)
     float64 = dtype.char == "d"
+    # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if reduction.finish == ROUND:  # (sums of |x| cannot overflow on the way: no partial sum exceeds the whole)
+            return sums.astype(dtype)
         if reduction.finish == SQRT:
             if float64:
                 _check_l2_range(plan, src, dtype, sums)
@@ -444,6 +449,16 @@ def _float64_sums(plan, src, term, scale=1.0):
     sums = np.empty(plan.n_kept)
     finish.finish_float_sums(total, comp, plan.nchunks, 1.0, sums)
     return sums
+
+
+def _int_l1(plan, src, dtype):
+    """The sum of |x| modulo 2**bits: the wrapping sum of |x| taken over src's memory (|INT_MIN|
+    wraps to INT_MIN, as the contract says); unsigned data is its own |x|."""
+    if dtype.kind == "u":
+        return compute(_INT_SUM, plan, src, dtype)
+    magnitudes = np.abs(src)
+    magnitudes.setflags(write=False)  # (the kernels are compiled for read-only data)
+    return compute(_INT_SUM, plan, magnitudes, dtype)
 
 
 def _int_totals(plan, src, dtype):

@@ -42,6 +42,12 @@ def _square_in_dtype(x):
         return np.multiply(x, x, out=np.empty_like(x))
 
 
+def _magnitude_wrapping(x):
+    """|x| elementwise, in the input dtype (ReduceL1's noop): |INT_MIN| wraps to INT_MIN."""
+    with np.errstate(over="ignore"):
+        return np.abs(x, out=np.empty_like(x))
+
+
 def _magnitude(x):
     """|x| elementwise, in the input dtype (ReduceL2's noop): |INT_MIN| does not fit, ValueError."""
     if x.dtype.kind == "i" and x.size and x.min() == np.iinfo(x.dtype).min:
@@ -127,6 +133,16 @@ OPS = (
         narrow_ints=True,
     ),
 
+    Op(
+        name="reduce_l1",
+        onnx_name="ReduceL1",
+        empty_float=0.0,
+        empty_int=0,
+        noop=_magnitude_wrapping,
+        numpy_peer=lambda x, axes, keepdims: np.sum(np.abs(x), axis=axes, keepdims=keepdims),
+        # integers: modulo 2**bits, |INT_MIN| wrapping to INT_MIN
+        reduction=_compute.Reduction(_compute.ABS, _compute.WRAPPING, finish=_compute.ROUND),
+    ),
     Op(
         name="reduce_l2",
         onnx_name="ReduceL2",

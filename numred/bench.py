@@ -58,7 +58,7 @@ DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "u
 # The row label of the plain parallel sum, and the ops whose GB/s is compared with it.
 REF_LABEL = "(plain parallel sum)"
 REF_KEY = "plain parallel sum"  # its name among the implementations timed in turns
-MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSum", "ReduceSumSquare", "ReduceMax", "ReduceMin", "ReduceL2")
+MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSum", "ReduceSumSquare", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2")
 
 
 def selected_cases(args: argparse.Namespace) -> list[Case]:

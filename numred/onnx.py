@@ -92,8 +92,8 @@ def _reference_op(op) -> type[OpRun]:
 
 
 #: The operator classes to pass as ``ReferenceEvaluator(model, new_ops=REFERENCE_OPS)``: one per
-#: operator of numred (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare, ReduceL2, ReduceLogSum), built
-#: from the op registry.
+#: operator of numred (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare,
+#: ReduceL1, ReduceL2, ReduceLogSum), built from the op registry.
 REFERENCE_OPS: list[type[OpRun]] = [_reference_op(op) for op in OPS]
 # each class also under its operator name: numred.onnx.ReduceMean, ...
 globals().update({cls.__name__: cls for cls in REFERENCE_OPS})
@@ -111,7 +111,7 @@ class BackendRep(onnx.backend.base.BackendRep):
     ----------
     model : onnx.ModelProto
         A model whose nodes are all numred's operators (ReduceMean, ReduceSum, ReduceMax, ReduceMin,
-        ReduceLogSumExp, ReduceSumSquare, ReduceL2, ReduceLogSum).
+        ReduceLogSumExp, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum).
     """
 
     def __init__(self, model: onnx.ModelProto):
@@ -149,9 +149,10 @@ class Backend(onnx.backend.base.Backend):
     """An ONNX backend (``onnx.backend.base.Backend``) that runs models through numred, on the CPU.
 
     It accepts only models whose nodes are all ReduceMean, ReduceSum, ReduceMax, ReduceMin,
-    ReduceLogSumExp, ReduceSumSquare, ReduceL2 or ReduceLogSum of the default domain, in any opset: any other node would be computed by onnx's NumPy reference, not by
-    numred, and a result would be reported as numred's that is not. ``is_compatible`` says False for
-    such models and ``prepare`` refuses them.
+    ReduceLogSumExp, ReduceSumSquare, ReduceL1, ReduceL2 or ReduceLogSum of the default domain, in
+    any opset: any other node would be computed by onnx's NumPy reference, not by numred, and a
+    result would be reported as numred's that is not. ``is_compatible`` says False for such models
+    and ``prepare`` refuses them.
     """
 
     @classmethod
@@ -190,8 +191,8 @@ class Backend(onnx.backend.base.Backend):
         -------
         bool
             True when the device is the CPU and every node of the graph is one of numred's operators
-            (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare, ReduceL2, ReduceLogSum) of the
-            default domain (any opset).
+            (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare, ReduceL1,
+            ReduceL2, ReduceLogSum) of the default domain (any opset).
         """
         return cls.supports_device(device) and all(
             node.domain == "" and node.op_type in _SUPPORTED for node in model.graph.node
@@ -241,8 +242,9 @@ class Backend(onnx.backend.base.Backend):
         Parameters
         ----------
         node : onnx.NodeProto
-            A ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare, ReduceL2 or ReduceLogSum node,
-            with ``axes`` as an attribute (opsets 1-13; ReduceSum 1 and 11) or as its second input (opset 18; ReduceSum 13).
+            A ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare,
+            ReduceL1, ReduceL2 or ReduceLogSum node, with ``axes`` as an attribute (opsets 1-13;
+            ReduceSum 1 and 11) or as its second input (opset 18; ReduceSum 13).
         inputs : list of numpy.ndarray
             The node's inputs in order; None for an omitted optional input.
         device : str, optional

@@ -20,12 +20,13 @@ The oracle follows shared/SEMANTICS.md:
     ulps for float64). Any NaN -> NaN; else any +inf -> +inf; all -inf -> -inf.
   - ReduceMax / ReduceMin: the exact max / min, any NaN -> NaN, -0.0 below +0.0 (the sign of a zero
     result is checked).
+  - ReduceL1: the exact sum of |x|, tolerance as the sum of squares; NaN -> NaN, else any inf -> +inf.
   - ReduceL2: sqrt of the exact sum of squares (mpmath, 200 bits), within 1 ulp of the output plus
     the float64 sum's error bound (halved by the root); NaN -> NaN, else any inf -> +inf.
   - ReduceLogSum: ln of the exact sum (mpmath), within 1 ulp plus the log of the float64 sum's
     relative error; a sum within that error of 0 may give anything (its sign is not decided);
     negative -> NaN, 0 -> -inf, special values as the sum, with log(-inf) = NaN.
-  - Empty reduced set: mean NaN, LSE and LogSum -inf, Sum, SumSquare and L2 0, Max -inf, Min +inf.
+  - Empty reduced set: mean NaN, LSE and LogSum -inf, Sum, SumSquare, L1 and L2 0, Max -inf, Min +inf.
 * integers (int32, int64, uint32, uint64):
   - ReduceMean: exact Python-int sum divided by n, truncated toward zero.
   - ReduceSum: exact sum modulo 2**bits, two's complement for signed types.
@@ -34,12 +35,14 @@ The oracle follows shared/SEMANTICS.md:
     decide the truncation (m + f within 1e-12 of an integer) both neighbours are accepted. A result
     that does not fit the dtype must raise ValueError.
   - ReduceMax / ReduceMin: the exact max / min.
+  - ReduceL1: the exact sum of |x| modulo 2**bits, two's complement for signed types.
   - ReduceL2: math.isqrt of the exact sum of squares; ValueError when it does not fit.
   - ReduceLogSum: floor(ln S) of the exact sum S >= 1, decided with mpmath; S <= 0 raises ValueError.
-  - Empty reduced set: mean, LSE and LogSum raise ValueError, Sum, SumSquare and L2 give 0, Max the
+  - Empty reduced set: mean, LSE and LogSum raise ValueError, Sum, SumSquare, L1 and L2 give 0, Max the
     dtype's minimum, Min its maximum.
 * noop_with_empty_axes=1 with no axes: mean/sum/max/min/LSE give a copy, SumSquare gives x*x in the input dtype
-  (floats rounded once, integers wrapped), L2 |x| (|INT_MIN| raises ValueError), LogSum ln x
+  (floats rounded once, integers wrapped), L1 |x| (|INT_MIN| wraps to INT_MIN), L2 |x| (|INT_MIN|
+  raises ValueError), LogSum ln x
   (integers floor(ln x), x <= 0 raises ValueError).
 """
 from __future__ import annotations
@@ -59,7 +62,7 @@ INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dt
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
 NARROW_INT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))  # ReduceMax and ReduceMin only
 OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-            "reduce_l2", "reduce_log_sum")
+            "reduce_l1", "reduce_l2", "reduce_log_sum")
 
 # precision p (significand bits, implicit bit included), emin, emax
 _FORMATS = {
@@ -502,6 +505,20 @@ def _ln_fraction(q: Fraction) -> Fraction:
         return _mp_fraction(mpmath.log(mpmath.mpf(q.numerator) / q.denominator))
 
 
+def float_l1_cell(vals, dtype) -> FloatCell:
+    if any(math.isnan(v) for v in vals):
+        return FloatCell("nan")
+    if any(math.isinf(v) for v in vals):
+        return FloatCell("inf", sign=1)
+    exact = sum((abs(Fraction(v)) for v in vals), Fraction(0))
+    tol = ulp(exact, dtype) + gamma(len(vals) + 2) * exact + (len(vals) + 2) * _TINY64
+    return _num_cell(exact, tol, dtype)
+
+
+def int_l1_cell(vals, dtype) -> IntCell:
+    return IntCell(frozenset([_wrap(sum(abs(v) for v in vals), dtype)]))
+
+
 def float_l2_cell(vals, dtype) -> FloatCell:
     if any(math.isnan(v) for v in vals):
         return FloatCell("nan")
@@ -588,6 +605,8 @@ def _noop_log_cell(v, dtype):
 def _noop_int_cell(op, v, dtype):
     if op == "reduce_sum_square":
         return IntCell(frozenset([_wrap(v * v, dtype)]))
+    if op == "reduce_l1":
+        return IntCell(frozenset([_wrap(abs(v), dtype)]))
     if op == "reduce_l2":
         if abs(v) > int_range(dtype)[1]:
             raise ExpectedError(ValueError, f"|{v}| does not fit {dtype}")
@@ -603,7 +622,7 @@ def _noop_cells(op, x, dtype):
     cells = []
     if is_float_dtype(dtype):
         for v in _float_values(x).ravel().tolist():
-            if op == "reduce_l2":
+            if op in ("reduce_l1", "reduce_l2"):
                 v = abs(v)
             if op == "reduce_log_sum":
                 cells.append(_noop_log_cell(v, dtype))
@@ -643,7 +662,7 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
               "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell,
               "reduce_max": lambda r, d: float_extreme_cell(r, d, False),
               "reduce_min": lambda r, d: float_extreme_cell(r, d, True),
-              "reduce_l2": float_l2_cell, "reduce_log_sum": float_log_sum_cell}[op]
+              "reduce_l1": float_l1_cell, "reduce_l2": float_l2_cell, "reduce_log_sum": float_log_sum_cell}[op]
         res.cells = [fn(r, dtype) for r in rows]
     else:
         rows = moved.tolist()  # Python ints
@@ -655,6 +674,8 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
             res.cells = [int_sum_cell(r, dtype) for r in rows]
         elif op in ("reduce_max", "reduce_min"):
             res.cells = [int_extreme_cell(r, dtype, op == "reduce_min") for r in rows]
+        elif op == "reduce_l1":
+            res.cells = [int_l1_cell(r, dtype) for r in rows]
         elif op == "reduce_l2":
             res.cells = [int_l2_cell(r, dtype) for r in rows]
         elif op == "reduce_log_sum":

@@ -141,6 +141,15 @@ CLAIMS = [
     (ORT, "ReduceSumSquare", np.int64([2**32, 1]), None, 1, 0, equals([I64_MAX], np.int64), "saturates"),
     (REF, "ReduceSumSquare", np.int32([50000, 50000]), None, 1, 0, equals([-3589934592], np.int64),
      "int32 squares wrap, summed in int64"),
+    # ReduceL1
+    *[(ORT, "ReduceL1", np.array([3, 4], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
+       f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],
+    (ORT, "ReduceL1", np.full(10**6, 0.1, F32), None, 1, 0,
+     satisfies(lambda y: abs(float(y[0]) - 1e5) > 10, "float32 accumulation"), "float32 L1 of 1e6 x 0.1"),
+    (REF, "ReduceL1", np.full(10**6, 0.1, F32), None, 1, 0, equals([100000.01], F32), "float32 L1 of 1e6 x 0.1"),
+    (REF, "ReduceL1", np.full(10**4, -0.1, BF16), None, 1, 0, equals([32], BF16), "bfloat16 L1 of 1e4 x -0.1"),
+    (ORT, "ReduceL1", np.int32([I32_MAX] * 3), None, 1, 0, equals([I32_MAX], np.int32), "saturates"),
+    (ORT, "ReduceL1", np.int32([I32_MIN, 5]), [], 1, 1, equals([I32_MAX, 5], np.int32), "noop: |INT_MIN| saturates"),
     # ReduceL2
     *[(ORT, "ReduceL2", np.array([3, 4], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
        f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],

@@ -31,7 +31,7 @@ from oracle import BFLOAT16
 pytestmark = pytest.mark.slow
 
 OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-            "reduce_l2", "reduce_log_sum")
+            "reduce_l1", "reduce_l2", "reduce_log_sum")
 U = 2.0**-53
 
 
@@ -77,6 +77,9 @@ def _float_expected(opname, x, axes, exact_sums: bool):
         return e, tol
     if opname in ("reduce_max", "reduce_min"):  # exact
         return (np.max if opname == "reduce_max" else np.min)(x64, axis=t, keepdims=True), 0.0
+    if opname == "reduce_l1":
+        e = np.sum(np.abs(x64), axis=t, keepdims=True)
+        return e, 0.0 if exact_sums else (2 * n + 64) * U * e
     if opname == "reduce_l2":
         e = np.sqrt(np.sum(x64 * x64, axis=t, keepdims=True))
         return e, 0.0 if exact_sums else (2 * n + 64) * U * e
@@ -109,6 +112,11 @@ def _int_expected(opname, x, axes):
     if opname in ("reduce_max", "reduce_min"):
         e = (np.max if opname == "reduce_max" else np.min)(x, axis=t, keepdims=True).astype(np.int64)
         return e, e
+    if opname == "reduce_l1":  # modulo 2**bits: the low bits of NumPy's (wrapping) uint64 sum of |x|
+        magnitude = np.abs(x.astype(np.int64)).view(np.uint64)  # (|x| < 2**63 in these cases)
+        s = np.sum(magnitude, axis=t, keepdims=True, dtype=np.uint64)
+        s = s.astype(dtype).astype(np.int64) if bits < 64 else s.view(np.int64)
+        return s, s
     if opname == "reduce_l2":  # isqrt of the exact sum of squares: |x| = a 2**20 + b
         magnitude = np.abs(x.astype(np.int64))  # (|x| < 2**41 in these cases)
         a, b = magnitude >> 20, magnitude & (2**20 - 1)
@@ -346,7 +354,7 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
         assert launch is None
     elif opname in ("reduce_max", "reduce_min") and plan.parallel and not plan.single_run:  # keys, then values
         assert launch is None
-    elif opname in ("reduce_l2", "reduce_log_sum"):  # float64 sums, then a root or a log
+    elif opname in ("reduce_l1", "reduce_l2", "reduce_log_sum"):  # float64 sums, then a rounding, a root or a log
         assert launch is None
     else:
         assert launch is not None, "not kept as one launch"

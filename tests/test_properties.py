@@ -280,7 +280,7 @@ def test_noop_with_empty_axes(opname, dtype, data):
     keepdims = data.draw(FLAGS, label="keepdims")
     noop = data.draw(st.sampled_from([1, True, np.int64(1)]), label="noop")
     check_against_oracle(opname, x, axes, keepdims, noop, owner)
-    if opname not in ("reduce_sum_square", "reduce_l2", "reduce_log_sum"):  # (x * x, |x| and ln x)
+    if opname not in ("reduce_sum_square", "reduce_l1", "reduce_l2", "reduce_log_sum"):  # (x * x, |x| and ln x)
         out = FUNCS[opname](x, axes, keepdims, noop)
         assert out.shape == x.shape
         # an equal copy: NaN, infinities and the sign of zero unchanged
@@ -615,6 +615,7 @@ def test_float_special_values(dtype):
         ("reduce_max", [nan, inf], nan), ("reduce_max", [-inf, 1], 1), ("reduce_max", [-inf, -inf], -inf),
         ("reduce_max", [1, nan, inf], nan), ("reduce_min", [inf, nan], nan), ("reduce_min", [inf, 1], 1),
         ("reduce_min", [-inf, 1, inf], -inf),
+        ("reduce_l1", [nan, inf], nan), ("reduce_l1", [-inf, 1], inf), ("reduce_l1", [-0.0, -0.0], 0.0),
         ("reduce_l2", [nan, inf], nan), ("reduce_l2", [-inf, 1], inf), ("reduce_l2", [-0.0, -0.0], 0.0),
         ("reduce_log_sum", [inf, -inf], nan), ("reduce_log_sum", [inf, 1], inf), ("reduce_log_sum", [-inf, 1], nan),
         ("reduce_log_sum", [0.0, -0.0], -inf), ("reduce_log_sum", [1, -2], nan), ("reduce_log_sum", [nan, inf], nan),
@@ -646,11 +647,11 @@ def test_empty_reduced_set(opname, dtype):
     int_info = None if oracle.is_float_dtype(dtype) else np.iinfo(dtype)
     empty = {"reduce_mean": np.nan, "reduce_log_sum_exp": -np.inf, "reduce_sum_square": 0.0, "reduce_sum": 0.0,
              "reduce_max": -np.inf if int_info is None else int(int_info.min),
-             "reduce_min": np.inf if int_info is None else int(int_info.max), "reduce_l2": 0.0,
+             "reduce_min": np.inf if int_info is None else int(int_info.max), "reduce_l1": 0.0, "reduce_l2": 0.0,
              "reduce_log_sum": -np.inf}[opname]
     for axes, shape in ([[1], (2, 1, 3)], [None, (1, 1, 1)], [[0, 1], (1, 1, 3)]):
         if oracle.is_float_dtype(dtype) or opname in ("reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-                                                      "reduce_l2"):
+                                                      "reduce_l1", "reduce_l2"):
             out = FUNCS[opname](x, axes, keepdims=1)
             assert out.dtype == dtype and out.shape == shape
             vals = out.astype(np.float64) if int_info is None else out.astype(object)

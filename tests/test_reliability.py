@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover
     mpmath = None
 
 OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-            "reduce_l2", "reduce_log_sum")
+            "reduce_l1", "reduce_l2", "reduce_log_sum")
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 U64 = 2.0**-53
@@ -266,9 +266,11 @@ def int_expected(opname, x, axes):
         return out
     if opname in ("reduce_max", "reduce_min"):
         return [{v} for v in (np.max if opname == "reduce_max" else np.min)(x, axis=t, keepdims=True).ravel().tolist()]
-    if opname in ("reduce_sum_square", "reduce_sum"):
+    if opname in ("reduce_sum_square", "reduce_sum", "reduce_l1"):
         # modular arithmetic: squares and sums modulo 2**64 in uint64 are exact mod 2**64
-        u = x.astype(np.int64).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64)
+        # (|INT64_MIN| wraps, as it must; unsigned data is its own |x|)
+        w = np.abs(x.astype(np.int64)) if opname == "reduce_l1" and x.dtype.kind == "i" else x
+        u = w.astype(np.int64).view(np.uint64) if x.dtype.kind == "i" else w.astype(np.uint64)
         with np.errstate(over="ignore"):
             terms = u * u if opname == "reduce_sum_square" else u
             s = np.sum(terms, axis=t, keepdims=True, dtype=np.uint64).ravel().tolist()
@@ -350,6 +352,9 @@ def _float_expected(opname, x, axes):
                 (2 * n + 64) * U64 * np.sum(np.abs(x64), axis=t, keepdims=True) / divisor)
     if opname in ("reduce_max", "reduce_min"):  # exact
         return (np.max if opname == "reduce_max" else np.min)(x64, axis=t, keepdims=True), 0.0
+    if opname == "reduce_l1":
+        e = np.sum(np.abs(x64), axis=t, keepdims=True)
+        return e, (2 * n + 64) * U64 * e
     if opname in ("reduce_sum_square", "reduce_l2"):
         sq = np.sum(x64 * x64, axis=t, keepdims=True)
         if opname == "reduce_l2":
@@ -387,6 +392,8 @@ def test_float_results_bit_identical_run_to_run(dtype, opname):
         base = _float_data(dtype, shape, seed=len(shape) + shape[0])
         if opname == "reduce_log_sum":  # positive sums: logs, not NaN
             base = np.abs(base)
+        if opname == "reduce_l1" and dtype.itemsize == 2:  # sums of |x| within float16's range
+            base = (base.astype(np.float64) / 8).astype(dtype)
         for name, x in (("C", base), ("transposed", base.T)):
             for axes in axes_list:
                 ctx = f"{opname} {dtype} {name}{x.shape} axes={axes}"

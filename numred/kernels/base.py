@@ -175,8 +175,10 @@ def _task(task, kshape, tile, nchunks, nr):
     return row * kshape[-1] + column, min(tile, kshape[-1] - column), c, first, end
 
 
-SUM, SUM_SQUARES, SUM_EXP = 0, 1, 2
-MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp"}
+# the terms: x, x * x, exp(x - max), |x|. |x| (ReduceL1) has only the general kernel and its serial
+# variant (general.float_sums), whose chunk partials the driver finishes (_compute._finished)
+SUM, SUM_SQUARES, SUM_EXP, SUM_ABS = 0, 1, 2, 3
+MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp", SUM_ABS: "sum_abs"}
 
 
 def _constant(arg, name):

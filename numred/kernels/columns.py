@@ -5,21 +5,21 @@ from __future__ import annotations
 
 from numba import njit
 
-from .base import FASTMATH, SUM, SUM_SQUARES, _view
+from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _view
 from .decode import as_float64
 from .exp import exp_nonpositive
 
 
 @njit(fastmath=FASTMATH)
 def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
-    """acc[w] += the terms (as in _float_run) of element w of ``nrows`` (1, 4, or 8 but not for
-    SUM_EXP) rows of a tile. Tiles exist only over contiguous kept elements, so a row is a contiguous
-    run. Several rows per call cut the traffic to ``acc``: eight instead of four took 0.79-0.84x the
-    time on 32x64x56x56 float32 axis 1 (in-process A/B; float16 and float64 unchanged). Eight rows'
-    terms are added as one chain of x * scale (multiply-adds, by contraction): on Zen 4 conversions
-    and additions share two pipes and multiply-adds have two others, and float16 and bfloat16 column
-    means took 0.89-0.96x the time of a tree of additions (float32, float64 and int32 unchanged;
-    sums of squares 0.95-1.03x, left as a tree)."""
+    """acc[w] += the terms (as in _float_run: x * scale, x * x, exp(x - max), |x|) of element w of
+    ``nrows`` (1, 4, or 8 but not for SUM_EXP) rows of a tile. Tiles exist only over contiguous kept
+    elements, so a row is a contiguous run. Several rows per call cut the traffic to ``acc``: eight
+    instead of four took 0.79-0.84x the time on 32x64x56x56 float32 axis 1 (in-process A/B; float16
+    and float64 unchanged). Eight rows' terms are added as one chain of x * scale (multiply-adds, by
+    contraction): on Zen 4 conversions and additions share two pipes and multiply-adds have two
+    others, and float16 and bfloat16 column means took 0.89-0.96x the time of a tree of additions
+    (float32, float64 and int32 unchanged; sums of squares 0.95-1.03x, left as a tree)."""
     shift = maxima[k0:k0 + width]  # used by SUM_EXP only
     r0 = _view(src, offset, offset + width)
     if nrows == 8:
@@ -35,6 +35,12 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
                 acc[w] += ((((((as_float64(r0[w]) * scale + as_float64(r1[w]) * scale) + as_float64(r2[w]) * scale)
                                + as_float64(r3[w]) * scale) + as_float64(r4[w]) * scale) + as_float64(r5[w]) * scale)
                            + as_float64(r6[w]) * scale) + as_float64(r7[w]) * scale
+        elif mode == SUM_ABS:
+            for w in range(width):
+                acc[w] += (((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
+                            + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
+                           + ((abs(as_float64(r4[w])) + abs(as_float64(r5[w])))
+                              + (abs(as_float64(r6[w])) + abs(as_float64(r7[w])))))
         else:
             for w in range(width):
                 a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
@@ -52,6 +58,10 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
             for w in range(width):
                 a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
                 acc[w] += (a * a + b * b) + (c * c + d * d)
+        elif mode == SUM_ABS:
+            for w in range(width):
+                acc[w] += ((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
+                           + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
         else:
             for w in range(width):
                 m = shift[w]
@@ -64,6 +74,9 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
         for w in range(width):
             v = as_float64(r0[w])
             acc[w] += v * v
+    elif mode == SUM_ABS:
+        for w in range(width):
+            acc[w] += abs(as_float64(r0[w]))
     else:
         for w in range(width):
             acc[w] += exp_nonpositive(as_float64(r0[w]) - shift[w])

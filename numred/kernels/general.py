@@ -48,14 +48,15 @@ def reads_wide_rows(n_inner, tile, step, n_rows):
 
 
 def _float_sums_for(mode):
-    """The float_sums kernel for one ``mode`` (SUM, SUM_SQUARES, SUM_EXP), fixed at compile time: LLVM
+    """The float_sums kernel for one ``mode`` (SUM, SUM_SQUARES, SUM_EXP, SUM_ABS), fixed at compile time: LLVM
     then keeps only that mode's loops and inlines them. With the mode a runtime argument, rows of
     100-1000 elements took 1.3-2.2x as long (the per-row call and set-up were not optimised away)."""
 
     def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, result):
-        """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES) or
-        exp(x - maxima[k]) (SUM_EXP). With tile > 1 a task walks the reduced rows of ``tile`` neighbouring
-        outputs together (a leading reduced axis read row by row instead of column by column).
+        """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES),
+        exp(x - maxima[k]) (SUM_EXP) or |x| (SUM_ABS). With tile > 1 a task walks the reduced rows of
+        ``tile`` neighbouring outputs together (a leading reduced axis read row by row instead of
+        column by column).
 
         Without partial arrays (size 0; one chunk per output) the task writes the finished
         ``result[k]`` itself (see _finish_sum): with many outputs a separate serial finishing pass

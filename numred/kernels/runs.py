@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for
+from .base import FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for
 from .decode import as_float64, pair_sums, pair_sums4
 from .exp import exp_nonpositive
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -102,17 +102,20 @@ def _add_run_by_mode(total, comp, sigma, src, offset, n, step, mode, shift):
 # vectorising it, and it does not unswitch three-way branches by itself.
 def _float_run(src, offset, n, step, mode, shift):
     """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
-    scale), x * x (SUM_SQUARES), or exp(x - shift) (SUM_EXP; shift is the max)."""
+    scale), x * x (SUM_SQUARES), exp(x - shift) (SUM_EXP; shift is the max) or |x| (SUM_ABS)."""
 
 
 @functools.cache
 def _float_run_for(mode):
-    """_float_run for one ``mode``, a constant: the other modes' loops are pruned."""
+    """_float_run for one ``mode``, a constant: the other modes' loops are pruned. The reading
+    strategies of sums of x and x * x (quarters of long runs, bfloat16 pairs, every other element,
+    strided lanes) are theirs alone; |x| and exp(x - max) take the plain loops."""
+    streams = mode == SUM or mode == SUM_SQUARES
 
     @njit_for(mode, fastmath=FASTMATH)
     def float_run(src, offset, n, step, shift):
         acc = 0.0
-        if step == 1 and mode != SUM_EXP and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
+        if step == 1 and streams and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
             quarter = n // 4
             s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode == SUM_SQUARES, shift)
             acc = (s0 + s1) + (s2 + s3)
@@ -120,7 +123,7 @@ def _float_run_for(mode):
             n -= 4 * quarter
         if step == 1:
             run = _view(src, offset, offset + n)
-            if mode != SUM_EXP:  # bfloat16: two elements per load
+            if streams:  # bfloat16: two elements per load
                 pairs, n_read = pair_sums(run, n, mode == SUM_SQUARES, shift)
                 if n_read:
                     acc += pairs
@@ -133,17 +136,20 @@ def _float_run_for(mode):
                 for i in range(n):
                     v = as_float64(run[i])
                     acc += v * v
+            elif mode == SUM_ABS:
+                for i in range(n):
+                    acc += abs(as_float64(run[i]))
             else:
                 for i in range(n):
                     acc += exp_nonpositive(as_float64(run[i]) - shift)
         else:
-            if mode != SUM_EXP and step == 2 and n >= EVERY_OTHER_MIN_RUN:
+            if streams and step == 2 and n >= EVERY_OTHER_MIN_RUN:
                 # every other element, read over the whole span (_every_other_sum): in-process against
                 # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
                 # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
                 span = _view(src, offset, offset + every_other_span(src, offset, n))
                 return _every_other_sum(span, mode == SUM_SQUARES, shift)
-            if mode != SUM_EXP and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
+            if streams and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
                 # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
                 # vectorised, and as one chain of dependent additions every other or every third element
                 # of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES sums held in an array
@@ -177,6 +183,9 @@ def _float_run_for(mode):
                 for i in range(n):
                     v = as_float64(src[offset + i * step])
                     acc += v * v
+            elif mode == SUM_ABS:
+                for i in range(n):
+                    acc += abs(as_float64(src[offset + i * step]))
             else:
                 for i in range(n):
                     acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)

@@ -13,14 +13,17 @@ from numba import njit, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 
-from .base import FASTMATH, SUM, _bits_to_float64, _float64_to_bits, _is_one, _view, njit_for
+from .base import FASTMATH, SUM, SUM_ABS, _bits_to_float64, _float64_to_bits, _is_one, _view, njit_for
 from .decode import _cpu_has
 from .reading import every_other_span
 
 
 @njit(fastmath=False)  # a square is rounded by itself, as NumPy's np.square rounds it
 def _float64_term(x, mode, shift):
-    return x * shift if mode == SUM else x * x
+    """x * shift (SUM), |x| (SUM_ABS: positive terms, as squares, for the bounds below) or x * x."""
+    if mode == SUM:
+        return x * shift
+    return abs(x) if mode == SUM_ABS else x * x
 
 
 # The split passes are bound by their floating-point additions: five per element (two to split, one
