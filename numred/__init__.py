@@ -1,5 +1,5 @@
-"""numred: the ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp,
-ReduceSumSquare, ReduceL1, ReduceL2 and ReduceLogSum for float32,
+"""numred: the ten ONNX opset-18 reductions ReduceMean, ReduceSum, ReduceProd, ReduceMax, ReduceMin,
+ReduceLogSumExp, ReduceSumSquare, ReduceL1, ReduceL2 and ReduceLogSum for float32,
 float64, float16, bfloat16, int32, int64, uint32 and uint64, computed by Numba kernels.
 
 The behaviour of every edge case is the contract in docs/SEMANTICS.md.
@@ -19,7 +19,7 @@ from ._registry import OPS_BY_NAME as _OPS
 
 __version__ = "0.1.0"
 __all__ = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_log_sum_exp", "reduce_sum_square",
-           "reduce_l1", "reduce_l2", "reduce_log_sum", "AxesLike", "__version__"]
+           "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum", "AxesLike", "__version__"]
 
 #: What ``axes`` accepts: None, an int, a sequence of ints or a 1-D integer array (ONNX gives int64).
 AxesLike = Union[int, Sequence[int], npt.NDArray[np.integer], None]
@@ -536,3 +536,53 @@ def reduce_l1(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
     if unexpected:
         raise _unexpected_keywords("reduce_l1", unexpected)
     return _reduce(_OPS["reduce_l1"], data, axes, keepdims, noop_with_empty_axes)
+
+
+@_shared_doc
+def reduce_prod(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
+                noop_with_empty_axes: int = 0, **unexpected) -> np.ndarray:
+    """ONNX ReduceProd (opset 18): the product over ``axes``, in the input dtype.
+
+    No intermediate overflows or underflows: the exponents are tracked apart from the mantissas, so
+    the float64 product of ``[1e300, 1e300, 1e-300]`` is 1e300, not inf. float16, bfloat16 and
+    float32 are multiplied in float64 and rounded once; float64 is within ``n - 1`` units in the
+    last place. Any NaN gives NaN, 0 x inf is NaN, and the sign is exact (``-0.0`` included).
+    Integers wrap modulo 2**bits, as ``np.prod(x, dtype=T)``. It runs in NumPy, not in Numba
+    kernels, so it is not as fast as the other reductions.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the input dtype (native byte order), 0-d for a full reduction with
+        ``keepdims=0``. With ``noop_with_empty_axes=1`` and no axes, a copy of ``data``. An empty
+        set gives 1.
+
+    Raises
+    ------
+    {common_errors}
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
+
+    See Also
+    --------
+    reduce_sum, reduce_log_sum
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numred
+    >>> numred.reduce_prod(np.float32([[1, 2], [3, 4]]), axes=[1], keepdims=0)
+    array([ 2., 12.], dtype=float32)
+    >>> numred.reduce_prod(np.float64([1e300, 1e300, 1e-300]))
+    array([1.e+300])
+    >>> numred.reduce_prod(np.int32([65536, 65536, 3]))
+    array([0], dtype=int32)
+    """
+    if unexpected:
+        raise _unexpected_keywords("reduce_prod", unexpected)
+    return _reduce(_OPS["reduce_prod"], data, axes, keepdims, noop_with_empty_axes)

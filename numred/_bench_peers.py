@@ -151,6 +151,13 @@ class TorchPeer(Peer):
             return lambda: torch.logsumexp(t, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceSumSquare":
             return lambda: torch.sum(t * t, dim=dims, keepdim=True)
+        if op.onnx_name == "ReduceProd":  # (torch.prod takes one dim)
+            def product():
+                result = t
+                for d in sorted(dims, reverse=True):
+                    result = torch.prod(result, dim=d, keepdim=True)
+                return result
+            return product
         if op.onnx_name == "ReduceL1":
             return lambda: torch.linalg.vector_norm(t, ord=1, dim=dims, keepdim=True)
         if op.onnx_name == "ReduceL2":

@@ -45,6 +45,9 @@ EXACT, WRAPPING, MAX_AND_EXP_SUM = "exact", "wrapping", "max and sum of exp"
 # its accumulator for every dtype: the max, or the min (the max of flipped keys)
 KEY = 4  # (not a sum mode of kernels.base)
 MAX, MIN = "max", "min"
+# ReduceProd's term, the product: not a sum, and not computed by Numba kernels but with NumPy on the
+# plan's strided view of the data (_products), every dtype with its WRAPPING integer rule
+PRODUCT = 5
 # Finish steps applied to unrounded sums, outside the kernels (_finished): the one rounding alone
 # (ReduceL1's sum of |x|), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum
 ROUND, SQRT, LOG = "round", "sqrt", "log"
@@ -69,7 +72,7 @@ class Reduction:
         if self.finish is not None:
             if (self.term, self.int_accumulator, self.finish) not in FINISHED_SETS:
                 raise ValueError(f"no finish for {self}; there is one for {sorted(FINISHED_SETS)}")
-        elif (self.term, self.int_accumulator, self.mean) not in KERNEL_SETS:
+        elif (self.term, self.int_accumulator, self.mean) not in KERNEL_SETS | {(PRODUCT, WRAPPING, False)}:
             raise ValueError(f"no kernels for {self}; they exist for {sorted(KERNEL_SETS)}")
 
     @property
@@ -148,7 +151,7 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     finished results, or None where the computation takes several steps (chunk partials combined
     after the kernel; a log-sum-exp's max kernel, then its sum kernel; maxima and minima, whose keys
     are turned back into values)."""
-    if reduction.finish is not None:
+    if reduction.finish is not None or reduction.term == PRODUCT:
         return None
     if reduction.term == KEY:
         return _extrema_call(plan, dtype, reduction.int_accumulator == MIN)
@@ -295,6 +298,8 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
     results in ``dtype``."""
     if reduction.finish is not None:
         return _finished(reduction, plan, src, dtype)
+    if reduction.term == PRODUCT:
+        return _products(plan, src, dtype)
     call = kernel_call(reduction, plan, dtype)
     if reduction.term == KEY and call is None:
         # each result is one of the data's values: exact in the float64 or 64-bit integer maxima
@@ -449,6 +454,48 @@ def _float64_sums(plan, src, term, scale=1.0):
     sums = np.empty(plan.n_kept)
     finish.finish_float_sums(total, comp, plan.nchunks, 1.0, sums)
     return sums
+
+
+# ReduceProd, with NumPy. Floats: the product of the frexp mantissas (in [1/2, 1)) of PRODUCT_PIECE
+# factors at a time is at least 2**-PRODUCT_PIECE, far from underflow; each piece's product is split
+# again, and the exponents are summed apart, exactly, so no intermediate overflows or underflows.
+# One float64 rounding per factor: a relative error of at most n - 1 float64 units, then one rounding
+# to the output dtype (and ldexp's, for a result beyond float64's range or subnormal). Zeros, infinities
+# and NaN pass through the mantissas (frexp leaves them as they are): 0 x inf is NaN, signs are exact.
+PRODUCT_PIECE = 512
+
+
+def _strided_view(plan, src, dtype):
+    """The input as a read-only (kept axes..., reduced axes...) view of src, in ``dtype`` (float16
+    and bfloat16 from their bits)."""
+    kept, reduced = plan.kept_ndim, (plan.dims.size - 2 * plan.kept_ndim) // 2
+    shape = plan.dims[:kept].tolist() + plan.dims[2 * kept:2 * kept + reduced].tolist()
+    strides = plan.dims[kept:2 * kept].tolist() + plan.dims[2 * kept + reduced:].tolist()
+    values = src if src.dtype == dtype else src.view(dtype)
+    return np.lib.stride_tricks.as_strided(values[plan.base:], shape=shape,
+                                           strides=[s * values.itemsize for s in strides], writeable=False)
+
+
+def _products(plan, src, dtype):
+    """The product over each output's elements (1-D, in ``dtype``): integers modulo 2**bits (NumPy's
+    integer products wrap), floats as PRODUCT_PIECE says."""
+    view = _strided_view(plan, src, dtype)
+    reduced_axes = tuple(range(plan.kept_ndim, view.ndim))
+    if dtype.kind in "iu":
+        return np.prod(view, axis=reduced_axes, dtype=dtype).reshape(-1)
+    mantissas, exponents = np.frexp(view.reshape(plan.n_kept, plan.n_reduced).astype(np.float64))
+    total_exponents = exponents.sum(axis=1, dtype=np.int64)
+    # (IEEE: 0 x inf is NaN, a result beyond the dtype's range inf or 0; no warnings for them)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        while mantissas.shape[1] > 1:
+            pieces = -(-mantissas.shape[1] // PRODUCT_PIECE)
+            padded = np.ones((plan.n_kept, pieces * PRODUCT_PIECE))
+            padded[:, :mantissas.shape[1]] = mantissas
+            mantissas, exponents = np.frexp(padded.reshape(plan.n_kept, pieces, PRODUCT_PIECE).prod(axis=2))
+            total_exponents += exponents.sum(axis=1, dtype=np.int64)
+        # (an exponent beyond +-4000 overflows or underflows float64 whatever the mantissa)
+        products = np.ldexp(mantissas[:, 0], np.clip(total_exponents, -4000, 4000).astype(np.int32))
+        return products.astype(dtype)  # (ml_dtypes rounds float64 to bfloat16 once)
 
 
 def _int_l1(plan, src, dtype):

@@ -134,6 +134,16 @@ OPS = (
     ),
 
     Op(
+        name="reduce_prod",
+        onnx_name="ReduceProd",
+        empty_float=1.0,
+        empty_int=1,
+        noop=lambda x: x.copy(),
+        numpy_peer=lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
+        # integers: modulo 2**bits
+        reduction=_compute.Reduction(_compute.PRODUCT, _compute.WRAPPING),
+    ),
+    Op(
         name="reduce_l1",
         onnx_name="ReduceL1",
         empty_float=0.0,

@@ -20,6 +20,8 @@ The oracle follows shared/SEMANTICS.md:
     ulps for float64). Any NaN -> NaN; else any +inf -> +inf; all -inf -> -inf.
   - ReduceMax / ReduceMin: the exact max / min, any NaN -> NaN, -0.0 below +0.0 (the sign of a zero
     result is checked).
+  - ReduceProd: the exact product, within (n + 1) float64 units and 1 ulp of the output; NaN if any
+    NaN or 0 x inf; the sign exact, of zeros too.
   - ReduceL1: the exact sum of |x|, tolerance as the sum of squares; NaN -> NaN, else any inf -> +inf.
   - ReduceL2: sqrt of the exact sum of squares (mpmath, 200 bits), within 1 ulp of the output plus
     the float64 sum's error bound (halved by the root); NaN -> NaN, else any inf -> +inf.
@@ -35,6 +37,7 @@ The oracle follows shared/SEMANTICS.md:
     decide the truncation (m + f within 1e-12 of an integer) both neighbours are accepted. A result
     that does not fit the dtype must raise ValueError.
   - ReduceMax / ReduceMin: the exact max / min.
+  - ReduceProd: the exact product modulo 2**bits, two's complement for signed types.
   - ReduceL1: the exact sum of |x| modulo 2**bits, two's complement for signed types.
   - ReduceL2: math.isqrt of the exact sum of squares; ValueError when it does not fit.
   - ReduceLogSum: floor(ln S) of the exact sum S >= 1, decided with mpmath; S <= 0 raises ValueError.
@@ -62,7 +65,7 @@ INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dt
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
 NARROW_INT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))  # ReduceMax and ReduceMin only
 OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-            "reduce_l1", "reduce_l2", "reduce_log_sum")
+            "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum")
 
 # precision p (significand bits, implicit bit included), emin, emax
 _FORMATS = {
@@ -505,6 +508,24 @@ def _ln_fraction(q: Fraction) -> Fraction:
         return _mp_fraction(mpmath.log(mpmath.mpf(q.numerator) / q.denominator))
 
 
+def float_prod_cell(vals, dtype) -> FloatCell:
+    """The exact product: NaN if any NaN or 0 x inf; within n + 1 float64 units (relative) and 1 ulp
+    of the output of it, with the exact sign, -0.0 included; beyond the dtype's range, inf."""
+    if any(math.isnan(v) for v in vals) or (any(math.isinf(v) for v in vals) and any(v == 0 for v in vals)):
+        return FloatCell("nan")
+    sign = -1 if sum(math.copysign(1.0, v) < 0 for v in vals) % 2 else 1
+    if any(math.isinf(v) for v in vals):
+        return FloatCell("inf", sign=sign)
+    exact = math.prod((Fraction(v) for v in vals), start=Fraction(1))
+    tol = ulp(exact, dtype) + abs(exact) * (len(vals) + 1) * _U64 + _TINY64
+    return FloatCell("num", exact=exact, tol=tol, rounded=math.copysign(abs(round_fraction(exact, dtype)), sign),
+                     signed_zero=True)
+
+
+def int_prod_cell(vals, dtype) -> IntCell:
+    return IntCell(frozenset([_wrap(math.prod(vals), dtype)]))
+
+
 def float_l1_cell(vals, dtype) -> FloatCell:
     if any(math.isnan(v) for v in vals):
         return FloatCell("nan")
@@ -662,7 +683,7 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
               "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell,
               "reduce_max": lambda r, d: float_extreme_cell(r, d, False),
               "reduce_min": lambda r, d: float_extreme_cell(r, d, True),
-              "reduce_l1": float_l1_cell, "reduce_l2": float_l2_cell, "reduce_log_sum": float_log_sum_cell}[op]
+              "reduce_prod": float_prod_cell, "reduce_l1": float_l1_cell, "reduce_l2": float_l2_cell, "reduce_log_sum": float_log_sum_cell}[op]
         res.cells = [fn(r, dtype) for r in rows]
     else:
         rows = moved.tolist()  # Python ints
@@ -676,6 +697,8 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
             res.cells = [int_extreme_cell(r, dtype, op == "reduce_min") for r in rows]
         elif op == "reduce_l1":
             res.cells = [int_l1_cell(r, dtype) for r in rows]
+        elif op == "reduce_prod":
+            res.cells = [int_prod_cell(r, dtype) for r in rows]
         elif op == "reduce_l2":
             res.cells = [int_l2_cell(r, dtype) for r in rows]
         elif op == "reduce_log_sum":

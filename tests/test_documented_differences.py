@@ -141,6 +141,15 @@ CLAIMS = [
     (ORT, "ReduceSumSquare", np.int64([2**32, 1]), None, 1, 0, equals([I64_MAX], np.int64), "saturates"),
     (REF, "ReduceSumSquare", np.int32([50000, 50000]), None, 1, 0, equals([-3589934592], np.int64),
      "int32 squares wrap, summed in int64"),
+    # ReduceProd
+    *[(ORT, "ReduceProd", np.array([2, 3], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
+       f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],
+    *[(rt, "ReduceProd", x, None, 1, 0, equals([want], x.dtype), "intermediate overflow")
+      for rt in (ORT, REF) for x, want in ((F64([1e300, 1e300, 1e-300]), np.inf), (F32([1e30, 1e30, 1e-30]), np.inf))],
+    (ORT, "ReduceProd", np.int32([65536, 65536, 3]), None, 1, 0, equals([I32_MAX], np.int32), "saturates"),
+    (ORT, "ReduceProd", np.int64([2**62, 4]), None, 1, 0, equals([I64_MAX], np.int64), "saturates"),
+    (ORT, "ReduceProd", np.full(1000, 1.001, F32), None, 1, 0, equals([2.7170467], F32), "float32 products"),
+    (REF, "ReduceProd", np.full(1000, 1.001, F32), None, 1, 0, equals([2.7170494], F32), "float32 products"),
     # ReduceL1
     *[(ORT, "ReduceL1", np.array([3, 4], dtype=t), None, 1, 0, raises(match="NOT_IMPLEMENTED"),
        f"no {np.dtype(t).name} kernel") for t in (BF16, np.uint32, np.uint64)],

@@ -36,11 +36,12 @@ def check_raises(func, data, exc, match, *args, **kwargs):
     return info
 
 
-def test_registry_lists_the_nine_ops():
+def test_registry_lists_the_ten_ops():
     assert sorted(OP_NAMES) == ["reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp", "reduce_max",
-                                "reduce_mean", "reduce_min", "reduce_sum", "reduce_sum_square"]
+                                "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "reduce_sum_square"]
     assert sorted(op.onnx_name for op in OPS) == ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
-                                                  "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare"]
+                                                  "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
+                                                  "ReduceSumSquare"]
 
 
 # ---- dtypes ----------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_leading_axis_all_ops_match_oracle(shape, axes, dtype):
     low = 0 if np.dtype(dtype).kind == "u" else -info_max
     x = rng.integers(low, info_max, size=shape).astype(dtype)
     for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-               "reduce_l1", "reduce_l2", "reduce_log_sum"):
+               "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum"):
         if np.dtype(dtype).kind == "f" and op != "reduce_log_sum_exp":
             x = (x / 64).astype(dtype)  # keep float16 sums of squares finite
         data = np.abs(x) + 1 if op == "reduce_log_sum" else x  # (positive sums)
@@ -70,7 +70,7 @@ def test_tall_leading_axis_with_special_values(dtype):
         x[777, 2] = np.nan
         x[100, 1] = np.inf
     for op in ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-               "reduce_l1", "reduce_l2", "reduce_log_sum"):
+               "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum"):
         data = x + 1 if op == "reduce_log_sum" else x  # (positive sums)
         assert_matches(getattr(numred, op)(data, 0), expected(op, data, 0))
 

@@ -34,7 +34,7 @@ with warnings.catch_warnings():
     import numred.onnx
     from numred.onnx import REFERENCE_OPS, Backend
 
-OUR_TESTS = r"^test_reduce_(mean|sum|max|min|log_sum_exp|sum_square|l1|l2|log_sum)_"
+OUR_TESTS = r"^test_reduce_(mean|sum|prod|max|min|log_sum_exp|sum_square|l1|l2|log_sum)_"
 # node tests whose inputs the contract refuses: opset-20 bool data for ReduceMax and ReduceMin, which
 # opset 18 (numred's) does not type; numred raises TypeError for them (docs/onnx.md)
 CONTRADICTING = r"_bool"
@@ -279,7 +279,8 @@ def test_errors_are_numreds():
 
 def test_reference_ops_are_named_like_the_operators():
     assert [c.__name__ for c in REFERENCE_OPS] == ["ReduceMean", "ReduceLogSumExp", "ReduceSumSquare", "ReduceSum",
-                                                   "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceLogSum"]
+                                                   "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                                                   "ReduceLogSum"]
     assert all(c.op_domain == "" for c in REFERENCE_OPS)
     assert numred.onnx.ReduceMean is REFERENCE_OPS[0]
 

@@ -29,7 +29,7 @@ with warnings.catch_warnings():
     from onnx import TensorProto, helper
 
 OPS = {"reduce_mean": "ReduceMean", "reduce_log_sum_exp": "ReduceLogSumExp", "reduce_sum_square": "ReduceSumSquare",
-       "reduce_sum": "ReduceSum", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_l1": "ReduceL1", "reduce_l2": "ReduceL2",
+       "reduce_sum": "ReduceSum", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd", "reduce_l1": "ReduceL1", "reduce_l2": "ReduceL2",
        "reduce_log_sum": "ReduceLogSum"}
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
 ELEM = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.int32: TensorProto.INT32,
@@ -72,13 +72,15 @@ def _random_case(rng, opname, dtype):
     reduced = [a % ndim for a in axes] if axes else ([] if noop else list(range(ndim)))
     if np.dtype(dtype).kind == "f":
         scale = {"reduce_mean": 100.0, "reduce_log_sum_exp": 20.0, "reduce_sum_square": 10.0, "reduce_sum": 100.0,
-                 "reduce_max": 100.0, "reduce_min": 100.0, "reduce_l1": 100.0, "reduce_l2": 10.0,
+                 "reduce_max": 100.0, "reduce_min": 100.0, "reduce_prod": 1.0, "reduce_l1": 100.0, "reduce_l2": 10.0,
                  "reduce_log_sum": 100.0}[opname]
         x = (rng.standard_normal(shape) * scale).astype(dtype)
         if opname == "reduce_log_sum":  # positive sums: logs, not NaN
             x = np.abs(x)
     elif opname in ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l1"):  # sums of 625 elements: below 2**31
         x = rng.integers(-(10**6), 10**6, shape).astype(dtype)
+    elif opname == "reduce_prod":
+        x = rng.integers(-3, 4, shape).astype(dtype)  # products of at most 625 factors: no overflow check
     elif opname in ("reduce_sum_square", "reduce_l2"):
         x = rng.integers(-1000, 1001, shape).astype(dtype)  # at most 625 elements: sum < 2**31
     elif opname == "reduce_log_sum":

@@ -258,6 +258,39 @@ def test_int8_and_uint8_max_and_min_on_every_layout_family(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_products_on_every_layout_family(dtype):
+    # every layout the precompile step walks, on data whose exact products are known: floats are
+    # +-2**k (their product is an exact power of two, or beyond the dtype's range, or 0), integers
+    # against NumPy's own wrapping product
+    from numred.precompile import LAYOUTS
+
+    rng = np.random.default_rng(12)
+    for shape, axes, *view in LAYOUTS:
+        t = tuple(range(len(shape))) if axes is None else tuple(axes)
+        if oracle.is_float_dtype(dtype):
+            exponents = rng.integers(-2, 3, shape)
+            signs = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+            x = (signs * np.exp2(exponents)).astype(dtype)
+        else:
+            info = np.iinfo(dtype)
+            x = rng.integers(max(info.min, -3), 4, shape).astype(dtype)
+        if view:
+            x = x[view[0]]
+        got = numred.reduce_prod(x, axes)
+        if oracle.is_float_dtype(dtype):
+            x64 = x.astype(np.float64)
+            total = np.sum(np.log2(np.abs(x64)), axis=t, keepdims=True)  # exact: small integers
+            negative = np.sum(x64 < 0, axis=t, keepdims=True) % 2 == 1
+            with np.errstate(over="ignore"):
+                want = np.where(negative, -1.0, 1.0) * np.exp2(total)  # float64's own range: exact or 0/inf
+                want = want.astype(dtype).astype(np.float64)  # the one rounding: 0 or inf beyond the dtype
+            g = got.astype(np.float64)
+            assert np.array_equal(g, want) and np.array_equal(np.signbit(g), np.signbit(want)), (shape, axes)
+        else:
+            assert np.array_equal(got, np.prod(x, axis=t, keepdims=True, dtype=dtype)), (shape, axes)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
 @pytest.mark.parametrize("opname", OP_NAMES)
 @settings(max_examples=25)
 @given(data=st.data())
@@ -615,6 +648,8 @@ def test_float_special_values(dtype):
         ("reduce_max", [nan, inf], nan), ("reduce_max", [-inf, 1], 1), ("reduce_max", [-inf, -inf], -inf),
         ("reduce_max", [1, nan, inf], nan), ("reduce_min", [inf, nan], nan), ("reduce_min", [inf, 1], 1),
         ("reduce_min", [-inf, 1, inf], -inf),
+        ("reduce_prod", [0.0, inf], nan), ("reduce_prod", [-inf, 2], -inf), ("reduce_prod", [nan, 0.0], nan),
+        ("reduce_prod", [-0.0, 3], -0.0), ("reduce_prod", [-inf, -inf], inf),
         ("reduce_l1", [nan, inf], nan), ("reduce_l1", [-inf, 1], inf), ("reduce_l1", [-0.0, -0.0], 0.0),
         ("reduce_l2", [nan, inf], nan), ("reduce_l2", [-inf, 1], inf), ("reduce_l2", [-0.0, -0.0], 0.0),
         ("reduce_log_sum", [inf, -inf], nan), ("reduce_log_sum", [inf, 1], inf), ("reduce_log_sum", [-inf, 1], nan),
@@ -647,11 +682,12 @@ def test_empty_reduced_set(opname, dtype):
     int_info = None if oracle.is_float_dtype(dtype) else np.iinfo(dtype)
     empty = {"reduce_mean": np.nan, "reduce_log_sum_exp": -np.inf, "reduce_sum_square": 0.0, "reduce_sum": 0.0,
              "reduce_max": -np.inf if int_info is None else int(int_info.min),
-             "reduce_min": np.inf if int_info is None else int(int_info.max), "reduce_l1": 0.0, "reduce_l2": 0.0,
+             "reduce_min": np.inf if int_info is None else int(int_info.max), "reduce_prod": 1.0, "reduce_l1": 0.0,
+             "reduce_l2": 0.0,
              "reduce_log_sum": -np.inf}[opname]
     for axes, shape in ([[1], (2, 1, 3)], [None, (1, 1, 1)], [[0, 1], (1, 1, 3)]):
         if oracle.is_float_dtype(dtype) or opname in ("reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-                                                      "reduce_l1", "reduce_l2"):
+                                                      "reduce_prod", "reduce_l1", "reduce_l2"):
             out = FUNCS[opname](x, axes, keepdims=1)
             assert out.dtype == dtype and out.shape == shape
             vals = out.astype(np.float64) if int_info is None else out.astype(object)
