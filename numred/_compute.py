@@ -20,6 +20,9 @@ lives here, in one place:
 |                                |                                                   | (Undecided, _exact)   |
 | any dtype, max or min          | exact: the max of integer keys (float data: keys  | none (a value of the  |
 |                                | of its bits; NaN found from the magnitudes)       | data)                 |
+
+ReduceL1, ReduceL2, ReduceLogSum (a ``finish`` step on unrounded sums) and ReduceProd (the PRODUCT
+term, in NumPy) are computed in ``numred._derived``, on top of the drivers here.
 """
 from __future__ import annotations
 
@@ -31,7 +34,6 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from . import _exact
 from .kernels import base, finish, integers, rows, serial, table, tiles
 from ._plan import Plan
 from ._runtime import run
@@ -46,9 +48,9 @@ EXACT, WRAPPING, MAX_AND_EXP_SUM = "exact", "wrapping", "max and sum of exp"
 KEY = 4  # (not a sum mode of kernels.base)
 MAX, MIN = "max", "min"
 # ReduceProd's term, the product: not a sum, and not computed by Numba kernels but with NumPy on the
-# plan's strided view of the data (_products), every dtype with its WRAPPING integer rule
+# plan's strided view of the data (_derived.products), every dtype with its WRAPPING integer rule
 PRODUCT = 5
-# Finish steps applied to unrounded sums, outside the kernels (_finished): the one rounding alone
+# Finish steps applied to unrounded sums, outside the kernels (_derived.finished): the one rounding alone
 # (ReduceL1's sum of |x|), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum
 ROUND, SQRT, LOG = "round", "sqrt", "log"
 
@@ -86,7 +88,7 @@ class Reduction:
 # are its sum modulo 2**bits
 KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False),
                (KEY, MAX, False), (KEY, MIN, False)}
-# (term, integer accumulator, finish) of the operators finished from unrounded sums (_finished): the
+# (term, integer accumulator, finish) of the operators finished from unrounded sums (_derived): the
 # sum of |x| (integers: modulo 2**bits), the exact integer sum of squares' square root, the exact
 # integer sum's log
 FINISHED_SETS = {(ABS, WRAPPING, ROUND), (SQUARES, EXACT, SQRT), (SUM, EXACT, LOG)}
@@ -297,9 +299,9 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
     results in ``dtype``."""
     if reduction.finish is not None:
-        return _finished(reduction, plan, src, dtype)
+        return _derived.finished(reduction, plan, src, dtype)
     if reduction.term == PRODUCT:
-        return _products(plan, src, dtype)
+        return _derived.products(plan, src, dtype)
     call = kernel_call(reduction, plan, dtype)
     if reduction.term == KEY and call is None:
         # each result is one of the data's values: exact in the float64 or 64-bit integer maxima
@@ -386,171 +388,6 @@ def _maxima(plan, src, dtype, minimum=False):
     values = np.empty(plan.n_kept)
     finish.finish_float_max(partial, nans, plan.nchunks, flip, src[:0], values)
     return values
-
-
-# ReduceL1, ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here,
-# unrounded: nothing, a square root or a log, then the one rounding to the output dtype.
-
-# float64 sums of squares below this lose bits where squares underflow to subnormals (an element's
-# square below 2**-1022 carries an error up to 2**-1075, n of them at most n * 2**-175 relative to
-# this); such outputs, and those whose sum overflows, are computed again scaled (_exact.l2)
-_L2_SMALLEST_SUM = 2.0**-900
-_LN_2 = math.log(2.0)
-
-_INT_MEAN = Reduction(SUM, EXACT, mean=True)
-_INT_SUM = Reduction(SUM, EXACT)
-_INT_SQUARES = Reduction(SQUARES, WRAPPING)
-
-
-def _finished(reduction, plan, src, dtype):
-    """ReduceL1 (ROUND), ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
-    if dtype not in FLOAT_BITS:
-        if reduction.finish == ROUND:
-            return _int_l1(plan, src, dtype)
-        if reduction.finish == SQRT:
-            return _int_l2(plan, src, dtype)
-        totals = _int_totals(plan, src, dtype)
-        if any(s <= 0 for s in totals):
-            raise _exact.log_sum_not_positive(dtype)
-        return _exact.trunc_ln(totals).astype(dtype)
-    sums = _float64_sums(plan, src, reduction.term)
-    float64 = dtype.char == "d"
-    # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if reduction.finish == ROUND:  # (sums of |x| cannot overflow on the way: no partial sum exceeds the whole)
-            return sums.astype(dtype)
-        if reduction.finish == SQRT:
-            if float64:
-                _check_l2_range(plan, src, dtype, sums)
-            return np.sqrt(sums).astype(dtype)  # (ml_dtypes rounds float64 to bfloat16 once)
-        logs = np.log(sums)
-        if float64 and not finish.all_finite(sums):
-            # as a float64 sum (compute): partial sums of finite values may overflow where the whole
-            # sum does not; the sum of x * 2**-64 cannot, and its log differs by 64 * ln 2
-            rescaled = _float64_sums(plan, src, SUM, scale=_SUM_RESCALE)
-            logs = np.where(np.isfinite(sums), logs, np.log(rescaled) + 64 * _LN_2)
-    return logs.astype(dtype)
-
-
-def _check_l2_range(plan, src, dtype, sums):
-    """Undecided where a float64 sum of squares overflowed or is small enough to have lost bits in
-    subnormal squares (zero included: four 1e-200 square to 0), unless the data's largest magnitude
-    says it is right: 0 (all zeros) or inf. Those outputs are computed scaled (_exact.l2)."""
-    suspect = ~((sums >= _L2_SMALLEST_SUM) & (sums < np.inf) | np.isnan(sums))
-    if suspect.any():
-        largest = np.maximum(np.abs(_maxima(plan, src, dtype)), np.abs(_maxima(plan, src, dtype, minimum=True)))
-        if np.any(suspect & (largest > 0) & (largest < np.inf)):
-            raise Undecided
-
-
-def _float64_sums(plan, src, term, scale=1.0):
-    """The compensated float64 sums (of x * scale, or x * x) per output, unrounded: the general
-    kernel's chunk partials (the kernel and the partial sizes of every mean and sum of squares of a
-    multi-chunk plan, so nothing new is compiled), combined in chunk order."""
-    total = np.empty(_tasks(plan))
-    comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0,
-            np.empty(0, dtype=src.dtype))
-    sums = np.empty(plan.n_kept)
-    finish.finish_float_sums(total, comp, plan.nchunks, 1.0, sums)
-    return sums
-
-
-# ReduceProd, with NumPy. Floats: the product of the frexp mantissas (in [1/2, 1)) of PRODUCT_PIECE
-# factors at a time is at least 2**-PRODUCT_PIECE, far from underflow; each piece's product is split
-# again, and the exponents are summed apart, exactly, so no intermediate overflows or underflows.
-# One float64 rounding per factor: a relative error of at most n - 1 float64 units, then one rounding
-# to the output dtype (and ldexp's, for a result beyond float64's range or subnormal). Zeros, infinities
-# and NaN pass through the mantissas (frexp leaves them as they are): 0 x inf is NaN, signs are exact.
-PRODUCT_PIECE = 512
-
-
-def _strided_view(plan, src, dtype):
-    """The input as a read-only (kept axes..., reduced axes...) view of src, in ``dtype`` (float16
-    and bfloat16 from their bits)."""
-    kept, reduced = plan.kept_ndim, (plan.dims.size - 2 * plan.kept_ndim) // 2
-    shape = plan.dims[:kept].tolist() + plan.dims[2 * kept:2 * kept + reduced].tolist()
-    strides = plan.dims[kept:2 * kept].tolist() + plan.dims[2 * kept + reduced:].tolist()
-    values = src if src.dtype == dtype else src.view(dtype)
-    return np.lib.stride_tricks.as_strided(values[plan.base:], shape=shape,
-                                           strides=[s * values.itemsize for s in strides], writeable=False)
-
-
-def _products(plan, src, dtype):
-    """The product over each output's elements (1-D, in ``dtype``): integers modulo 2**bits (NumPy's
-    integer products wrap), floats as PRODUCT_PIECE says."""
-    view = _strided_view(plan, src, dtype)
-    reduced_axes = tuple(range(plan.kept_ndim, view.ndim))
-    if dtype.kind in "iu":
-        return np.prod(view, axis=reduced_axes, dtype=dtype).reshape(-1)
-    mantissas, exponents = np.frexp(view.reshape(plan.n_kept, plan.n_reduced).astype(np.float64))
-    total_exponents = exponents.sum(axis=1, dtype=np.int64)
-    # (IEEE: 0 x inf is NaN, a result beyond the dtype's range inf or 0; no warnings for them)
-    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        while mantissas.shape[1] > 1:
-            pieces = -(-mantissas.shape[1] // PRODUCT_PIECE)
-            padded = np.ones((plan.n_kept, pieces * PRODUCT_PIECE))
-            padded[:, :mantissas.shape[1]] = mantissas
-            mantissas, exponents = np.frexp(padded.reshape(plan.n_kept, pieces, PRODUCT_PIECE).prod(axis=2))
-            total_exponents += exponents.sum(axis=1, dtype=np.int64)
-        # (an exponent beyond +-4000 overflows or underflows float64 whatever the mantissa)
-        products = np.ldexp(mantissas[:, 0], np.clip(total_exponents, -4000, 4000).astype(np.int32))
-        return products.astype(dtype)  # (ml_dtypes rounds float64 to bfloat16 once)
-
-
-def _int_l1(plan, src, dtype):
-    """The sum of |x| modulo 2**bits: the wrapping sum of |x| taken over src's memory (|INT_MIN|
-    wraps to INT_MIN, as the contract says); unsigned data is its own |x|."""
-    if dtype.kind == "u":
-        return compute(_INT_SUM, plan, src, dtype)
-    magnitudes = np.abs(src)
-    magnitudes.setflags(write=False)  # (the kernels are compiled for read-only data)
-    return compute(_INT_SUM, plan, magnitudes, dtype)
-
-
-def _int_totals(plan, src, dtype):
-    """The exact integer sum S of each output, as Python ints, from two exact kernels: the mean
-    q = trunc(S / n) and the sum modulo 2**bits. S lies in [n q, n q + n) for S >= 0 (q >= 0) and in
-    (-n, n) for q = 0; with n <= 2**(bits - 1) the residue picks the one value of that range.
-    Undecided (the rows are summed in Python) for larger n."""
-    n = plan.n_reduced
-    bits = 8 * dtype.itemsize
-    if n > 1 << (bits - 1):
-        raise Undecided
-    quotients = compute(_INT_MEAN, plan, src, dtype).tolist()
-    residues = compute(_INT_SUM, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).tolist()
-    modulus = 1 << bits
-    totals = []
-    for q, r in zip(quotients, residues):
-        if q < 0:  # S < 0: its value does not matter (ReduceLogSum raises)
-            totals.append(q)
-        elif q > 0:
-            totals.append(n * q + (r - n * q) % modulus)
-        else:  # |S| < n <= 2**(bits - 1): S is r read as signed (unsigned data: S = r)
-            totals.append(r - modulus if dtype.kind == "i" and r >= modulus >> 1 else r)
-    return totals
-
-
-def _int_l2(plan, src, dtype):
-    """isqrt of the exact integer sum of squares of each output. The wrapping sum of squares is that
-    sum where n * max|x|**2 < 2**bits (exact maxima and minima of the data bound it); elsewhere
-    Undecided: the rows are summed in Python (_exact.l2)."""
-    n = plan.n_reduced
-    bits = 8 * dtype.itemsize
-    largest = np.maximum(np.abs(_maxima(plan, src, dtype).astype(np.float64)),
-                         np.abs(_maxima(plan, src, dtype, minimum=True).astype(np.float64)))
-    # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
-    if not np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)):
-        raise Undecided
-    squares = compute(_INT_SQUARES, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).astype(np.uint64)
-    # the float64 square root is within one of isqrt (a sum below 2**64 has a root below 2**32)
-    roots = np.minimum(np.sqrt(squares.astype(np.float64)), 2.0**32 - 1).astype(np.uint64)
-    for _ in range(2):
-        roots -= (roots * roots > squares).astype(np.uint64)
-    for _ in range(2):
-        up = roots + np.uint64(1)
-        roots += ((roots < np.uint64(2**32 - 1)) & (up * up <= squares)).astype(np.uint64)
-    return roots.astype(dtype)  # below 2**(bits / 2): it fits
 
 
 def _int_log_sum_exp(plan, src, dtype, result):
@@ -686,3 +523,6 @@ def int_log_sum_exp_overflow(dtype: np.dtype) -> ValueError:
         f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {INT_WIDENING[dtype][1]}); "
         "integer results are not clamped"
     )
+
+
+from . import _derived  # noqa: E402 (last: it builds on the drivers above)
