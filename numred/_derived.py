@@ -70,9 +70,9 @@ def _check_l2_range(plan, src, dtype, sums):
 
 
 def _float64_sums(plan, src, term, scale=1.0):
-    """The compensated float64 sums (of x * scale, or x * x) per output, unrounded: the general
-    kernel's chunk partials (the kernel and the partial sizes of every mean and sum of squares of a
-    multi-chunk plan, so nothing new is compiled), combined in chunk order."""
+    """The compensated float64 sums of ``term`` (x * scale, x * x or |x|) per output, unrounded: the
+    general kernel's chunk partials (for x and x * x, the kernel every multi-chunk mean and sum of
+    squares runs, so nothing new is compiled), combined in chunk order."""
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
     _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0,
@@ -109,7 +109,8 @@ def products(plan, src, dtype):
     reduced_axes = tuple(range(plan.kept_ndim, view.ndim))
     if dtype.kind in "iu":
         return np.prod(view, axis=reduced_axes, dtype=dtype).reshape(-1)
-    mantissas, exponents = np.frexp(view.reshape(plan.n_kept, plan.n_reduced).astype(np.float64))
+    # (one copy of the input: astype in C order, then reshape is a view)
+    mantissas, exponents = np.frexp(view.astype(np.float64, order="C").reshape(plan.n_kept, plan.n_reduced))
     total_exponents = exponents.sum(axis=1, dtype=np.int64)
     # (IEEE: 0 x inf is NaN, a result beyond the dtype's range inf or 0; no warnings for them)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
