@@ -132,7 +132,6 @@ OPS = (
         reduction=_compute.Reduction(_compute.KEY, _compute.MIN),
         narrow_ints=True,
     ),
-
     Op(
         name="reduce_prod",
         onnx_name="ReduceProd",

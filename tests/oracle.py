@@ -683,27 +683,19 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
               "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell,
               "reduce_max": lambda r, d: float_extreme_cell(r, d, False),
               "reduce_min": lambda r, d: float_extreme_cell(r, d, True),
-              "reduce_prod": float_prod_cell, "reduce_l1": float_l1_cell, "reduce_l2": float_l2_cell, "reduce_log_sum": float_log_sum_cell}[op]
+              "reduce_prod": float_prod_cell, "reduce_l1": float_l1_cell, "reduce_l2": float_l2_cell,
+              "reduce_log_sum": float_log_sum_cell}[op]
         res.cells = [fn(r, dtype) for r in rows]
     else:
         rows = moved.tolist()  # Python ints
-        if op == "reduce_mean":
-            res.cells = [int_mean_cell(r, dtype) for r in rows]
-        elif op == "reduce_sum_square":
-            res.cells = [int_sum_square_cell(r, dtype) for r in rows]
-        elif op == "reduce_sum":
-            res.cells = [int_sum_cell(r, dtype) for r in rows]
-        elif op in ("reduce_max", "reduce_min"):
-            res.cells = [int_extreme_cell(r, dtype, op == "reduce_min") for r in rows]
-        elif op == "reduce_l1":
-            res.cells = [int_l1_cell(r, dtype) for r in rows]
-        elif op == "reduce_prod":
-            res.cells = [int_prod_cell(r, dtype) for r in rows]
-        elif op == "reduce_l2":
-            res.cells = [int_l2_cell(r, dtype) for r in rows]
-        elif op == "reduce_log_sum":
-            res.cells = [int_log_sum_cell(r, dtype) for r in rows]
-        else:
+        fn = {"reduce_mean": int_mean_cell, "reduce_sum_square": int_sum_square_cell, "reduce_sum": int_sum_cell,
+              "reduce_max": lambda r, d: int_extreme_cell(r, d, False),
+              "reduce_min": lambda r, d: int_extreme_cell(r, d, True),
+              "reduce_prod": int_prod_cell, "reduce_l1": int_l1_cell, "reduce_l2": int_l2_cell,
+              "reduce_log_sum": int_log_sum_cell}.get(op)
+        if fn is not None:
+            res.cells = [fn(r, dtype) for r in rows]
+        else:  # log-sum-exp: float64 may leave a truncation undecided
             undecided = False
             for r in rows:
                 cell, und = int_lse_cell(r, dtype)
