@@ -547,8 +547,7 @@ def reduce_prod(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
     the float64 product of ``[1e300, 1e300, 1e-300]`` is 1e300, not inf. float16, bfloat16 and
     float32 are multiplied in float64 and rounded once; float64 is within ``n - 1`` units in the
     last place. Any NaN gives NaN, 0 x inf is NaN, and the sign is exact (``-0.0`` included).
-    Integers wrap modulo 2**bits, as ``np.prod(x, dtype=T)``. It runs in NumPy, not in Numba
-    kernels, so it is not as fast as the other reductions.
+    Integers wrap modulo 2**bits, as ``np.prod(x, dtype=T)``.
 
     Parameters
     ----------

@@ -22,7 +22,7 @@ lives here, in one place:
 |                                | of its bits; NaN found from the magnitudes)       | data)                 |
 
 ReduceL1, ReduceL2, ReduceLogSum (a ``finish`` step on unrounded sums) and ReduceProd (the PRODUCT
-term, in NumPy) are computed in ``numred._derived``, on top of the drivers here.
+term: mantissa and exponent partials) are finished in ``numred._derived``, on top of the drivers here.
 """
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ EXACT, WRAPPING, MAX_AND_EXP_SUM = "exact", "wrapping", "max and sum of exp"
 # its accumulator for every dtype: the max, or the min (the max of flipped keys)
 KEY = 4  # (not a sum mode of kernels.base)
 MAX, MIN = "max", "min"
-# ReduceProd's term, the product: not a sum, and not computed by Numba kernels but with NumPy on the
-# plan's strided view of the data (_derived.products), every dtype with its WRAPPING integer rule
+# ReduceProd's term, the product: not a sum; its own kernel (kernels.products) computes partial
+# states that _derived.products finishes, every dtype with its WRAPPING integer rule
 PRODUCT = 5
 # Finish steps applied to unrounded sums, outside the kernels (_derived.finished): the one rounding alone
 # (ReduceL1's sum of |x|), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum

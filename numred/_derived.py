@@ -1,7 +1,8 @@
-"""The operators computed from other reductions' results rather than by kernels of their own:
-ReduceL1, ReduceL2 and ReduceLogSum finished from the general kernel's unrounded float64 sums (and,
-for integers, from exact or wrapping integer reductions), and ReduceProd in NumPy. The driver
-(``_compute.compute``) sends a Reduction here by its ``finish`` step or its PRODUCT term.
+"""The operators finished from partial states in Python rather than by the kernels themselves:
+ReduceL1, ReduceL2 and ReduceLogSum from the general kernel's unrounded float64 sums (and, for
+integers, from exact or wrapping integer reductions), and ReduceProd from its products kernel's
+(mantissa, exponent) partials. The driver (``_compute.compute``) sends a Reduction here by its
+``finish`` step or its PRODUCT term.
 """
 from __future__ import annotations
 
@@ -82,47 +83,24 @@ def _float64_sums(plan, src, term, scale=1.0):
     return sums
 
 
-# ReduceProd, with NumPy. Floats: the product of the frexp mantissas (in [1/2, 1)) of PRODUCT_PIECE
-# factors at a time is at least 2**-PRODUCT_PIECE, far from underflow; each piece's product is split
-# again, and the exponents are summed apart, exactly, so no intermediate overflows or underflows.
-# One float64 rounding per factor: a relative error of at most n - 1 float64 units, then one rounding
-# to the output dtype (and ldexp's, for a result beyond float64's range or subnormal). Zeros, infinities
-# and NaN pass through the mantissas (frexp leaves them as they are): 0 x inf is NaN, signs are exact.
-PRODUCT_PIECE = 512
-
-
-def _strided_view(plan, src, dtype):
-    """The input as a read-only (kept axes..., reduced axes...) view of src, in ``dtype`` (float16
-    and bfloat16 from their bits)."""
-    kept, reduced = plan.kept_ndim, (plan.dims.size - 2 * plan.kept_ndim) // 2
-    shape = plan.dims[:kept].tolist() + plan.dims[2 * kept:2 * kept + reduced].tolist()
-    strides = plan.dims[kept:2 * kept].tolist() + plan.dims[2 * kept + reduced:].tolist()
-    values = src if src.dtype == dtype else src.view(dtype)
-    return np.lib.stride_tricks.as_strided(values[plan.base:], shape=shape,
-                                           strides=[s * values.itemsize for s in strides], writeable=False)
-
-
 def products(plan, src, dtype):
-    """The product over each output's elements (1-D, in ``dtype``): integers modulo 2**bits (NumPy's
-    integer products wrap), floats as PRODUCT_PIECE says."""
-    view = _strided_view(plan, src, dtype)
-    reduced_axes = tuple(range(plan.kept_ndim, view.ndim))
-    if dtype.kind in "iu":
-        return np.prod(view, axis=reduced_axes, dtype=dtype).reshape(-1)
-    # (one copy of the input: astype in C order, then reshape is a view)
-    mantissas, exponents = np.frexp(view.astype(np.float64, order="C").reshape(plan.n_kept, plan.n_reduced))
-    total_exponents = exponents.sum(axis=1, dtype=np.int64)
+    """The product over each output's elements (1-D, in ``dtype``) from the products kernels'
+    partial states (kernels.products): floats the chunks' mantissas multiplied (each in [1, 2):
+    no overflow for any number of chunks a plan has) and their exponents added, then one rounding;
+    integers the chunks' wrapping uint64 products multiplied, modulo 2**64, and their low bits."""
+    floats = dtype in FLOAT_BITS
+    exponents = np.empty(_tasks(plan), dtype=np.int64)
+    mantissas = np.empty(_tasks(plan) if floats else 0)
+    _launch("float_products" if floats else "int_products", plan, *_geometry(plan, src), plan.tile, mantissas,
+            exponents)
+    if not floats:
+        return np.multiply.reduce(exponents.view(np.uint64).reshape(plan.n_kept, plan.nchunks), axis=1).astype(dtype)
     # (IEEE: 0 x inf is NaN, a result beyond the dtype's range inf or 0; no warnings for them)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        while mantissas.shape[1] > 1:
-            pieces = -(-mantissas.shape[1] // PRODUCT_PIECE)
-            padded = np.ones((plan.n_kept, pieces * PRODUCT_PIECE))
-            padded[:, :mantissas.shape[1]] = mantissas
-            mantissas, exponents = np.frexp(padded.reshape(plan.n_kept, pieces, PRODUCT_PIECE).prod(axis=2))
-            total_exponents += exponents.sum(axis=1, dtype=np.int64)
-        # (an exponent beyond +-4000 overflows or underflows float64 whatever the mantissa)
-        products = np.ldexp(mantissas[:, 0], np.clip(total_exponents, -4000, 4000).astype(np.int32))
-        return products.astype(dtype)  # (ml_dtypes rounds float64 to bfloat16 once)
+        fractions, more = np.frexp(np.prod(mantissas.reshape(plan.n_kept, plan.nchunks), axis=1))
+        total = exponents.reshape(plan.n_kept, plan.nchunks).sum(axis=1) + more
+        # (an exponent beyond +-4000 overflows or underflows float64 whatever the fraction)
+        return np.ldexp(fractions, np.clip(total, -4000, 4000).astype(np.int32)).astype(dtype)
 
 
 def _int_l1(plan, src, dtype):

@@ -14,6 +14,7 @@ Layout families, one module each:
 - ``tiles``: a leading reduced axis over contiguous kept elements, narrow tiles included;
 - ``blocks``: one kept axis between two reduced ones (RKR);
 - ``general``: the strided walker for every other geometry, with chunks of long reduced ranges;
+- ``products``: ReduceProd's walker over any geometry (mantissa and exponent partials);
 - ``table`` names the parallel ones the drivers launch.
 
 Their pieces: ``base`` (views, the walk over a geometry, modes), ``decode`` (elements to float64),
@@ -28,7 +29,7 @@ from __future__ import annotations
 import importlib
 
 MODULES = ("base", "decode", "exp", "store", "reading", "split_sums", "runs", "columns", "integers", "maxima",
-           "states", "general", "rows", "tiles", "blocks", "finish", "table", "serial")
+           "states", "general", "rows", "tiles", "blocks", "products", "finish", "table", "serial")
 
 
 def modules() -> list:

@@ -8,6 +8,7 @@ from .._runtime import entry
 from .base import MODE_NAMES, SUM, SUM_SQUARES
 from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
 from .general import _float_sums_for, _max_keys_for, int_sum_exp, int_sums
+from .products import _products_for
 from .rows import float_rows_extrema, float_rows_log_sum_exp, int_rows_extrema, int_rows_log_sum_exp
 from .tiles import _float_tiles_for, _int_tiles_for
 
@@ -32,6 +33,7 @@ KERNELS = {
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]
     + [(MAX_KEYS[float_bits], _max_keys_for(float_bits)) for float_bits in MAX_KEYS]
+    + [(f"{'float' if floats else 'int'}_products", _products_for(floats)) for floats in (True, False)]
     + [(fn.__name__, fn) for fn in (int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,
                                     float_blocks_log_sum_exp, int_blocks_log_sum_exp, float_rows_extrema,
                                     int_rows_extrema)]
