@@ -50,9 +50,10 @@ MAX, MIN = "max", "min"
 # ReduceProd's term, the product: not a sum; its own kernel (kernels.products) computes partial
 # states that _derived.products finishes, every dtype with its WRAPPING integer rule
 PRODUCT = 5
-# Finish steps applied to unrounded sums, outside the kernels (_derived.finished): the one rounding alone
-# (ReduceL1's sum of |x|), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum
-ROUND, SQRT, LOG = "round", "sqrt", "log"
+# Finish steps applied to unrounded sums: the one rounding alone (ReduceL1's sum of |x|), the square
+# root of ReduceL2's sum of squares, the log of ReduceLogSum's sum. Small float calls take them in
+# the serial kernel (_finished_call); the others in _derived.finished, on the general kernel's partials.
+ROUND, SQRT, LOG = base.ROUND, base.SQRT, base.LOG
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Reduction:
     term: int
     int_accumulator: str
     mean: bool = False
-    finish: str | None = None  # ROUND, SQRT or LOG: applied to the unrounded sums (FINISHED_SETS)
+    finish: int | None = None  # ROUND, SQRT or LOG: applied to the unrounded sums (FINISHED_SETS)
 
     def __post_init__(self):
         if self.finish is not None:
@@ -153,7 +154,9 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     finished results, or None where the computation takes several steps (chunk partials combined
     after the kernel; a log-sum-exp's max kernel, then its sum kernel; maxima and minima, whose keys
     are turned back into values)."""
-    if reduction.finish is not None or reduction.term == PRODUCT:
+    if reduction.finish is not None:
+        return _finished_call(reduction, plan, dtype)
+    if reduction.term == PRODUCT:
         return None
     if reduction.term == KEY:
         return _extrema_call(plan, dtype, reduction.int_accumulator == MIN)
@@ -166,6 +169,21 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     if reduction.mean and _int_mean_by_float_tiles(plan, dtype):
         return _float_call(plan, SUM, dtype, divisor=float(count))
     return _int_call(plan, reduction.int_accumulator == WRAPPING, dtype, count)
+
+
+def _finished_call(reduction, plan, dtype):
+    """The KernelCall of a small (serial) float ReduceL1, L2 or LogSum: the serial float sums finish
+    and round the results themselves. Where one is not decided there (float64: an L2 sum of squares
+    that overflowed or may hold subnormal squares, a LogSum sum that is not finite) the kernel
+    returns False and the driver computes the call its general way (_derived.finished). None for
+    integers and parallel plans, which _derived.finished computes from other reductions' results."""
+    if dtype not in FLOAT_BITS or plan.parallel:
+        return None
+    float64 = dtype.char == "d"
+    carrier = RESULT_DTYPE[dtype]
+    return KernelCall((serial.float_sums(reduction.term, float64, reduction.finish), None), False,
+                      (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0), carrier,
+                      finite=float64 and reduction.finish != ROUND)
 
 
 def _retried_if_not_finite(reduction, dtype):

@@ -11,26 +11,37 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (EXACT, FLOAT_BITS, ROUND, SQRT, SQUARES, SUM, WRAPPING, _NO_MAXIMA, _SUM_RESCALE,
-                       Reduction, Undecided, _geometry, _launch, _maxima, _tasks, compute)
+from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM, WRAPPING,
+                       _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _geometry, _launch,
+                       _tasks, compute, kernel_call)
 from .kernels import finish, table
+from .kernels.serial import L2_SMALLEST_SUM
 
 # ReduceL1, ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here,
 # unrounded: nothing, a square root or a log, then the one rounding to the output dtype.
 
-# float64 sums of squares below this lose bits where squares underflow to subnormals (an element's
-# square below 2**-1022 carries an error up to 2**-1075, n of them at most n * 2**-175 relative to
-# this); such outputs, and those whose sum overflows, are computed again scaled (_exact.l2)
-_L2_SMALLEST_SUM = 2.0**-900
 _LN_2 = math.log(2.0)
 
 _INT_MEAN = Reduction(SUM, EXACT, mean=True)
 _INT_SUM = Reduction(SUM, EXACT)
 _INT_SQUARES = Reduction(SQUARES, WRAPPING)
+_MAX, _MIN = Reduction(KEY, MAX), Reduction(KEY, MIN)
+
+
+def _largest_magnitudes(plan, src, dtype):
+    """max |x| per output, in float64 (exact for floats; integers rounded), from ReduceMax's and
+    ReduceMin's kernels."""
+    return np.maximum(np.abs(compute(_MAX, plan, src, dtype).astype(np.float64)),
+                      np.abs(compute(_MIN, plan, src, dtype).astype(np.float64)))
 
 
 def finished(reduction, plan, src, dtype):
     """ReduceL1 (ROUND), ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
+    call = kernel_call(reduction, plan, dtype)
+    if call is not None:  # small float calls: one serial kernel, unless it leaves a float64 result undecided
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
+        if call(src, result) or not call.finite:
+            return _as_dtype(result, dtype)
     if dtype not in FLOAT_BITS:
         if reduction.finish == ROUND:
             return _int_l1(plan, src, dtype)
@@ -63,22 +74,27 @@ def _check_l2_range(plan, src, dtype, sums):
     """Undecided where a float64 sum of squares overflowed or is small enough to have lost bits in
     subnormal squares (zero included: four 1e-200 square to 0), unless the data's largest magnitude
     says it is right: 0 (all zeros) or inf. Those outputs are computed scaled (_exact.l2)."""
-    suspect = ~((sums >= _L2_SMALLEST_SUM) & (sums < np.inf) | np.isnan(sums))
+    suspect = ~((sums >= L2_SMALLEST_SUM) & (sums < np.inf) | np.isnan(sums))
     if suspect.any():
-        largest = np.maximum(np.abs(_maxima(plan, src, dtype)), np.abs(_maxima(plan, src, dtype, minimum=True)))
+        largest = _largest_magnitudes(plan, src, dtype)
         if np.any(suspect & (largest > 0) & (largest < np.inf)):
             raise Undecided
 
 
 def _float64_sums(plan, src, term, scale=1.0):
-    """The compensated float64 sums of ``term`` (x * scale, x * x or |x|) per output, unrounded: the
-    general kernel's chunk partials (for x and x * x, the kernel every multi-chunk mean and sum of
-    squares runs, so nothing new is compiled), combined in chunk order."""
+    """The float64 sums of ``term`` (x * scale, x * x or |x|) per output, unrounded: from the kernel
+    a mean or sum of squares of the plan runs (rows, tiles, blocks, the general kernel with one
+    chunk per output), its results stored into a float64 array; else from the general kernel's
+    chunk partials, combined in chunk order."""
+    sums = np.empty(plan.n_kept)
+    call = _float_call(plan, term, src.dtype, scale)
+    if call is not None:
+        call(src, sums)
+        return sums
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
     _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0,
             np.empty(0, dtype=src.dtype))
-    sums = np.empty(plan.n_kept)
     finish.finish_float_sums(total, comp, plan.nchunks, 1.0, sums)
     return sums
 
@@ -142,8 +158,7 @@ def _int_l2(plan, src, dtype):
     Undecided: the rows are summed in Python (_exact.l2)."""
     n = plan.n_reduced
     bits = 8 * dtype.itemsize
-    largest = np.maximum(np.abs(_maxima(plan, src, dtype).astype(np.float64)),
-                         np.abs(_maxima(plan, src, dtype, minimum=True).astype(np.float64)))
+    largest = _largest_magnitudes(plan, src, dtype)
     # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
     if not np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)):
         raise Undecided

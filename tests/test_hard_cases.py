@@ -75,6 +75,29 @@ def test_tall_leading_axis_with_special_values(dtype):
         assert_matches(getattr(numred, op)(data, 0), expected(op, data, 0))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("shape,axes", [((3, 4), 1), ((5, 2, 3), (0, 2)), ((40, 6), 0)])
+def test_small_finished_ops_leave_float64_edge_sums_to_the_general_path(dtype, shape, axes):
+    # Small ReduceL1, L2 and LogSum calls are one serial kernel that finishes and rounds its results.
+    # float64 sums it cannot finish (an L2 sum of squares that overflowed or may hold subnormal
+    # squares, zero included; a LogSum sum that overflowed on the way) send the call to the general
+    # path: first calls and repeats (one launch) alike, mixed with ordinary outputs.
+    big = 1e200 if np.dtype(dtype).itemsize == 8 else 1.0
+    x = np.full(shape, 1.5, dtype)
+    x.reshape(-1)[:3] = (big, big, -big)
+    if np.dtype(dtype).itemsize == 8:
+        x.reshape(-1)[-4:] = 1e-200
+        x.reshape(-1)[-7:-4] = (1.7e308, 1.7e308, -1.7e308)
+    for op in ("reduce_l1", "reduce_l2", "reduce_log_sum"):
+        data = np.abs(x) if op == "reduce_log_sum" else x
+        for call in range(2):
+            assert_matches(getattr(numred, op)(data, axes), expected(op, data, axes), f"{op} call {call}")
+    zeros = np.zeros(shape, dtype)
+    for call in range(2):
+        assert_matches(numred.reduce_l2(zeros, axes), expected("reduce_l2", zeros, axes))
+        assert_matches(numred.reduce_log_sum(zeros, axes), expected("reduce_log_sum", zeros, axes))
+
+
 @pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 1])  # the float64 path's limit, and past it
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32])
 def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):
@@ -532,7 +555,9 @@ def test_every_kernel_function_states_its_fastmath_flags():
         for variant in variants:
             dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
     # the serial family's kernels, made by factories on first use
-    for kernel in ([serial.float_sums(term, float64) for term in (serial.SUM, serial.SQUARES) for float64 in (0, 1)]
+    for kernel in ([serial.float_sums(term, float64, finish_step) for term, finish_step in
+                    ((serial.SUM, 0), (serial.SQUARES, 0), (serial.SUM_ABS, kernels.base.ROUND),
+                     (serial.SQUARES, kernels.base.SQRT), (serial.SUM, kernels.base.LOG)) for float64 in (0, 1)]
                    + [serial.int_sums(squares) for squares in (0, 1)]
                    + [serial.float_log_sum_exp(float64) for float64 in (0, 1)] + [serial.int_log_sum_exp()]):
         dispatchers[kernel.py_func.__qualname__] = kernel

@@ -48,14 +48,17 @@ def catalogue() -> dict:
     kernels = {}
     pairs = dict(table.KERNELS)
     pairs.update({f"float_rows {mode} {variant}": rows.float_rows(mode, variant)
-                  for mode in (base.SUM, base.SUM_SQUARES) for variant in range(rows.ROWS_GENERAL + 1)})
+                  for mode in (base.SUM, base.SUM_SQUARES, base.SUM_ABS) for variant in range(rows.ROWS_GENERAL + 1)})
     pairs.update({f"int_rows {squares} {four}": rows.int_rows(squares, four) for squares in (0, 1) for four in (0, 1)})
     for name, (serial_variant, parallel_variant) in pairs.items():
         kernels[name] = serial_variant
         kernels[name + " parallel"] = parallel_variant
-    for term in (serial.SUM, serial.SQUARES):
+    # (term, finish) of the serial float sums: means and sums, sums of squares, and the finished
+    # ReduceL1, L2 and LogSum (_compute.FINISHED_SETS)
+    for term, finish_step in ((serial.SUM, 0), (serial.SQUARES, 0), (serial.SUM_ABS, base.ROUND),
+                              (serial.SQUARES, base.SQRT), (serial.SUM, base.LOG)):
         for float64 in (False, True):
-            kernels[f"serial float_sums {term} {float64}"] = serial.float_sums(term, float64)
+            kernels[f"serial float_sums {term} {finish_step} {float64}"] = serial.float_sums(term, float64, finish_step)
     for flag in (False, True):
         kernels[f"serial int_sums {flag}"] = serial.int_sums(flag)
         kernels[f"serial float_log_sum_exp {flag}"] = serial.float_log_sum_exp(flag)

@@ -175,10 +175,15 @@ def _task(task, kshape, tile, nchunks, nr):
     return row * kshape[-1] + column, min(tile, kshape[-1] - column), c, first, end
 
 
-# the terms: x, x * x, exp(x - max), |x|. |x| (ReduceL1) has only the general kernel and its serial
-# variant (general.float_sums), whose chunk partials the driver finishes (_compute._finished)
+# the terms: x, x * x, exp(x - max), |x|. |x| (ReduceL1) has the general kernel, whose chunk
+# partials the driver finishes (numred._derived), and the serial one (serial.float_sums)
 SUM, SUM_SQUARES, SUM_EXP, SUM_ABS = 0, 1, 2, 3
 MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp", SUM_ABS: "sum_abs"}
+# finish steps of unrounded float64 sums (an operator's Reduction.finish; the serial float sums
+# apply them themselves): the one rounding alone (ReduceL1), the square root (ReduceL2), the log
+# (ReduceLogSum); 0 (in the kernels): none beyond a mean's division
+ROUND, SQRT, LOG = 1, 2, 3
+FINISH_NAMES = {ROUND: "round", SQRT: "sqrt", LOG: "log"}
 
 
 def _constant(arg, name):

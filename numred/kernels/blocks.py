@@ -27,7 +27,7 @@ def _group_of_outputs(group, n_kept, groups):
 
 def _float_blocks_for(mode):
     """float_sums for reduced axes on both sides of one kept axis (RKR: the batch and spatial axes of
-    NCHW data, say), fixed to one ``mode`` (SUM, of x * scale, or SUM_SQUARES): ``n_outer``
+    NCHW data, say), fixed to one ``mode`` (SUM, of x * scale, SUM_SQUARES or SUM_ABS): ``n_outer``
     blocks ``outer_stride`` apart, each holding the contiguous runs of ``n_inner`` elements of the
     ``n_kept`` outputs, ``kept_stride`` apart. One output at a time, as float_sums walks them, reads
     a short run from each block in turn (1 KiB, 128 blocks apart, on 128x512x256 axes [0, 2]); here

@@ -8,7 +8,7 @@ from numba import njit, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 
-from .base import FASTMATH, _U64, _bits_to_float32, _bits_to_float64, _float64_to_bits
+from .base import FASTMATH, SUM, SUM_SQUARES, _U64, _bits_to_float32, _bits_to_float64, _float64_to_bits
 
 _HALF_REBIAS = 2.0**1008  # 2**(1023 - 15): float64 exponent bias minus float16's
 
@@ -149,6 +149,12 @@ def _pair_square_sum(run, index):
     return low * low + high * high
 
 
+@njit(fastmath=FASTMATH)
+def _pair_abs_sum(run, index):
+    low, high = pair_values(run, index)
+    return abs(low) + abs(high)
+
+
 def pair_sums(run, n, squares, shift):
     """(sum, n_read): the float64 sum (of x * shift, or of x * x with ``squares``) of the first
     ``n_read`` elements of a contiguous run of ``n``, read two elements per load (pair_values), and
@@ -177,34 +183,40 @@ def _pair_sums_impl(run, n, squares, shift):
     return sums
 
 
-def pair_sums4(a, b, c, d, n, squares, shift):
-    """pair_sums of four runs of ``n`` elements read together (four memory streams):
-    (s0, s1, s2, s3, n_read)."""
+def pair_sums4(a, b, c, d, n, mode, shift):
+    """pair_sums of four runs of ``n`` elements read together (four memory streams), of the terms
+    x * shift (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS): (s0, s1, s2, s3, n_read)."""
 
 
 @overload(pair_sums4, jit_options={"fastmath": FASTMATH})
-def _pair_sums4_impl(a, b, c, d, n, squares, shift):
+def _pair_sums4_impl(a, b, c, d, n, mode, shift):
     if a.dtype != types.int16:
-        return lambda a, b, c, d, n, squares, shift: (0.0, 0.0, 0.0, 0.0, 0)
+        return lambda a, b, c, d, n, mode, shift: (0.0, 0.0, 0.0, 0.0, 0)
 
-    def sums(a, b, c, d, n, squares, shift):
+    def sums(a, b, c, d, n, mode, shift):
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
         s3 = 0.0
-        if not squares:
+        if mode == SUM:
             for p in range(n // 2):
                 s0 += _pair_sum(a, 2 * p)
                 s1 += _pair_sum(b, 2 * p)
                 s2 += _pair_sum(c, 2 * p)
                 s3 += _pair_sum(d, 2 * p)
             s0, s1, s2, s3 = s0 * shift, s1 * shift, s2 * shift, s3 * shift
-        else:
+        elif mode == SUM_SQUARES:
             for p in range(n // 2):
                 s0 += _pair_square_sum(a, 2 * p)
                 s1 += _pair_square_sum(b, 2 * p)
                 s2 += _pair_square_sum(c, 2 * p)
                 s3 += _pair_square_sum(d, 2 * p)
+        else:
+            for p in range(n // 2):
+                s0 += _pair_abs_sum(a, 2 * p)
+                s1 += _pair_abs_sum(b, 2 * p)
+                s2 += _pair_abs_sum(c, 2 * p)
+                s3 += _pair_abs_sum(d, 2 * p)
         return s0, s1, s2, s3, n - n % 2
 
     return sums

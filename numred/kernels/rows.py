@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._runtime import entry
-from .base import MODE_NAMES, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view
+from .base import MODE_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view
 from .columns import _fold
 from .decode import as_float64, as_wide
 from .finish import _combined_sum
@@ -36,16 +36,20 @@ COLUMN_MIN_ROWS = 128
 
 
 @njit(fastmath=False)
-def _add_strided_row(acc, src, origin, stride, squares, scale):
-    """acc[k] += the term (x * scale, or x * x with ``squares``) of src[origin + k * stride], each k."""
+def _add_strided_row(acc, src, origin, stride, mode, scale):
+    """acc[k] += the term (x * scale (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of
+    src[origin + k * stride], each k."""
     row = _view(src, origin, len(src))
-    if not squares:
+    if mode == SUM:
         for k in range(acc.size):
             acc[k] += as_float64(row[k * stride]) * scale
-    else:
+    elif mode == SUM_SQUARES:
         for k in range(acc.size):
             v = as_float64(row[k * stride])
             acc[k] += v * v
+    else:
+        for k in range(acc.size):
+            acc[k] += abs(as_float64(row[k * stride]))
 
 
 # The variants of the float row kernel, one kernel each (float_rows_variant picks one per call):
@@ -113,7 +117,7 @@ def _float_rows_for(mode, variant):
                 first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
                 for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
                     for j in range(j0, min(j0 + block, end)):
-                        _add_strided_row(acc, src, base + j * step, kept_stride, mode == SUM_SQUARES, scale)
+                        _add_strided_row(acc, src, base + j * step, kept_stride, mode, scale)
                     _fold(acc, totals[c], comps[c])
             # each output's partials next to each other, as _combined_sum takes them (folding
             # into columns of an output-major array instead: up to 1.4x the time)
@@ -146,8 +150,7 @@ def _float_rows_for(mode, variant):
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
                 if k0 + 4 <= n_kept:
-                    sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode == SUM_SQUARES,
-                                        scale)
+                    sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
                     for j in range(4):
                         store_rounded(result, k0 + j, sums[j] / divisor)
                 else:  # the last 1-3 rows

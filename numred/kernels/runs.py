@@ -23,30 +23,36 @@ from .store import _finish_sum, compensation_block
 
 
 @njit(fastmath=FASTMATH)
-def _float_runs4(src, first, gap, n, squares, shift):
-    """The plain float64 sums (of x * shift, or of x * x with ``squares``) of four contiguous runs of
-    ``n`` elements starting ``gap`` apart, read together: four memory streams."""
+def _float_runs4(src, first, gap, n, mode, shift):
+    """The plain float64 sums (of x * shift (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of four
+    contiguous runs of ``n`` elements starting ``gap`` apart, read together: four memory streams."""
     a = _view(src, first, first + n)
     b = _view(src, first + gap, first + gap + n)
     c = _view(src, first + 2 * gap, first + 2 * gap + n)
     d = _view(src, first + 3 * gap, first + 3 * gap + n)
-    s0, s1, s2, s3, n_read = pair_sums4(a, b, c, d, n, squares, shift)  # bfloat16: two per load
+    s0, s1, s2, s3, n_read = pair_sums4(a, b, c, d, n, mode, shift)  # bfloat16: two per load
     if n_read:
         a, b, c, d = a[n_read:], b[n_read:], c[n_read:], d[n_read:]  # the last element of each, below
         n -= n_read
-    if not squares:
+    if mode == SUM:
         for i in range(n):
             s0 += as_float64(a[i]) * shift
             s1 += as_float64(b[i]) * shift
             s2 += as_float64(c[i]) * shift
             s3 += as_float64(d[i]) * shift
-    else:
+    elif mode == SUM_SQUARES:
         for i in range(n):
             va, vb, vc, vd = as_float64(a[i]), as_float64(b[i]), as_float64(c[i]), as_float64(d[i])
             s0 += va * va
             s1 += vb * vb
             s2 += vc * vc
             s3 += vd * vd
+    else:
+        for i in range(n):
+            s0 += abs(as_float64(a[i]))
+            s1 += abs(as_float64(b[i]))
+            s2 += abs(as_float64(c[i]))
+            s3 += abs(as_float64(d[i]))
     return s0, s1, s2, s3
 
 
@@ -117,7 +123,7 @@ def _float_run_for(mode):
         acc = 0.0
         if step == 1 and streams and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
             quarter = n // 4
-            s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode == SUM_SQUARES, shift)
+            s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode, shift)
             acc = (s0 + s1) + (s2 + s3)
             offset += 4 * quarter
             n -= 4 * quarter

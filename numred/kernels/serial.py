@@ -32,7 +32,8 @@ import numpy as np
 from numba import njit
 
 from .._runtime import entry
-from .base import (BLOCK, FASTMATH, SUM, SUM_EXP, SUM_SQUARES, _borrowed, _n_tasks, _next_run, _offset_of,
+from .base import (BLOCK, FASTMATH, FINISH_NAMES, LOG, MODE_NAMES, SQRT, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _borrowed,
+                   _n_tasks, _next_run, _offset_of,
                    _task, _unpack, _view, inlined)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
@@ -101,6 +102,19 @@ def _squares_run(src, offset, n, step):
 
 
 @njit(fastmath=FASTMATH)
+def _abs_run(src, offset, n, step):
+    total = 0.0
+    if step == 1:
+        run = _view(src, offset, offset + n)
+        for i in range(n):
+            total += abs(as_float64(run[i]))
+    else:
+        for i in range(n):
+            total += abs(as_float64(src[offset + i * step]))
+    return total
+
+
+@njit(fastmath=FASTMATH)
 def _exp_run(src, offset, n, step, top):
     total = 0.0
     if step == 1:
@@ -131,15 +145,25 @@ def _two_sum(a, b):
 
 
 @njit(fastmath=False)
+def _term(x, term, scale):
+    """What one float64 element adds to a sum: x * scale (SUM), |x| (SUM_ABS) or x * x (SQUARES)."""
+    if term == SUM:
+        return x * scale
+    if term == SUM_ABS:
+        return abs(x)
+    return x * x
+
+
+@njit(fastmath=False)
 def _float64_lanes(src, offset, n, step, term, scale):
-    """(high, low) of the sum of x * scale (SUM) or x * x (SQUARES) over one float64 run, as above."""
+    """(high, low) of the sum of _term over one float64 run, as above."""
     high = np.zeros(LANES)
     low = np.zeros(LANES)
     whole = n - n % LANES
     for i0 in range(0, whole, LANES):
         for j in range(LANES):
             x = src[offset + (i0 + j) * step]
-            high[j], error = _two_sum(high[j], x * scale if term == SUM else x * x)
+            high[j], error = _two_sum(high[j], _term(x, term, scale))
             low[j] += error
     total, comp = 0.0, 0.0
     for j in range(LANES):
@@ -147,7 +171,7 @@ def _float64_lanes(src, offset, n, step, term, scale):
         comp += error + low[j]
     for i in range(whole, n):
         x = src[offset + i * step]
-        total, error = _two_sum(total, x * scale if term == SUM else x * x)
+        total, error = _two_sum(total, _term(x, term, scale))
         comp += error
     return total, comp
 
@@ -163,6 +187,12 @@ def _add_squares_row(acc, src, offset, width):
     for w in range(width):
         v = as_float64(src[offset + w])
         acc[w] += v * v
+
+
+@njit(fastmath=FASTMATH)
+def _add_abs_row(acc, src, offset, width):
+    for w in range(width):
+        acc[w] += abs(as_float64(src[offset + w]))
 
 
 @njit(fastmath=False)
@@ -194,17 +224,43 @@ def _square_bits_run(src, offset, n, step):
     return total
 
 
-def _float_sums_for(term, float64):
-    """Mean (term SUM, divisor n) or sum of squares (SQUARES) of float data; ``float64``: the data is
-    float64, whose sums along runs are nearly exact."""
+# Float64 sums of squares below this lose bits where squares underflow to subnormals (an element's
+# square below 2**-1022 carries an error up to 2**-1075, n of them at most n * 2**-175 relative to
+# this): ReduceL2 of float64 computes those outputs again, scaled (numred._derived, _exact.l2), as it
+# does those whose sum overflows.
+L2_SMALLEST_SUM = 2.0**-900
+
+
+@njit(fastmath=False)
+def _finished(value, finish):
+    """(the result, whether it is decided) from one output's float64 sum ``value`` (a mean's already
+    divided): as it is (0: a mean or sum, decided where finite; ROUND: ReduceL1's sum of |x|,
+    always decided, no partial sum of |x| exceeds the whole), its square root (SQRT: ReduceL2, decided
+    where float64 data's sum of squares is neither in danger of subnormal squares nor overflowed) or
+    its log (LOG: ReduceLogSum, decided where the sum is finite: float64 partial sums can overflow
+    where the whole does not)."""
+    if finish == SQRT:
+        return math.sqrt(value), (L2_SMALLEST_SUM <= value < math.inf) or value != value
+    if finish == LOG:  # (math.log raises on 0 and negative values: -inf and NaN, as np.log gives them)
+        if value > 0.0:
+            return math.log(value), math.isfinite(value)
+        return -math.inf if value == 0.0 else math.nan, math.isfinite(value)
+    return value, finish != 0 or math.isfinite(value)
+
+
+def _float_sums_for(term, float64, finish):
+    """Mean or sum (term SUM, divisor n or 1), sum of squares (SQUARES) or of |x| (SUM_ABS) of float
+    data, with the ``finish`` of _finished (0, ROUND, SQRT or LOG); ``float64``: the data is float64,
+    whose sums along runs are nearly exact."""
 
     def serial_float_sums(src, base, dims, kept_ndim, tile, scale, divisor, result):
-        """Results into ``result``; False if one is not finite (a float64 mean then retries rescaled)."""
+        """Results into ``result``; False if one is not decided (_finished): the driver then computes
+        the call its general way (a float64 mean retries rescaled)."""
         src = _borrowed(src)
         kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
-        finite = True
+        decided = True
         # the column sums of a tile: plain ones, and (float64 data) their compensated totals
         acc = np.zeros(tile)
         totals = np.zeros(tile)
@@ -225,12 +281,14 @@ def _float_sums_for(term, float64):
                         comp += low
                     elif term == SUM:
                         total, comp = add_compensated(total, comp, _sum_run(src, offset, n, step, scale))
+                    elif term == SUM_ABS:
+                        total, comp = add_compensated(total, comp, _abs_run(src, offset, n, step))
                     else:
                         total, comp = add_compensated(total, comp, _squares_run(src, offset, n, step))
                     pos += n
-                value = compensated_value(total, comp) / divisor
+                value, ok = _finished(compensated_value(total, comp) / divisor, finish)
                 store_rounded(result, k0, value)
-                finite = finite and math.isfinite(value)
+                decided = decided and ok
             else:
                 rows = 0
                 pos = 0
@@ -240,6 +298,8 @@ def _float_sums_for(term, float64):
                     for i in range(n):
                         if term == SUM:
                             _add_sum_row(acc, src, offset + i * step, width, scale)
+                        elif term == SUM_ABS:
+                            _add_abs_row(acc, src, offset + i * step, width)
                         else:
                             _add_squares_row(acc, src, offset + i * step, width)
                         rows += 1
@@ -250,13 +310,14 @@ def _float_sums_for(term, float64):
                 if float64:
                     _fold(acc, totals, comps, width)
                 for w in range(width):
-                    value = (compensated_value(totals[w], comps[w]) if float64 else acc[w]) / divisor
+                    value, ok = _finished((compensated_value(totals[w], comps[w]) if float64 else acc[w]) / divisor,
+                                          finish)
                     store_rounded(result, k0 + w, value)
-                    finite = finite and math.isfinite(value)
+                    decided = decided and ok
                     acc[w] = 0.0
                     totals[w] = 0.0
                     comps[w] = 0.0
-        return finite
+        return decided
 
     return serial_float_sums
 
@@ -376,10 +437,12 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
 
 
 @functools.cache
-def float_sums(term: int, float64: bool):
-    """The kernel of a float mean (SUM) or sum of squares (SQUARES)."""
-    name = f"serial_float_{'sum' if term == SUM else 'squares'}{'_float64' if float64 else ''}"
-    return entry(_float_sums_for(term, float64), name=name)
+def float_sums(term: int, float64: bool, finish: int = 0):
+    """The kernel of a float mean or sum (SUM), sum of squares (SQUARES) or sum of |x| (SUM_ABS), with
+    a ``finish`` step (_finished): ReduceL1 (SUM_ABS, ROUND), ReduceL2 (SQUARES, SQRT), ReduceLogSum
+    (SUM, LOG)."""
+    name = f"serial_float_{MODE_NAMES[term]}{'_' + FINISH_NAMES[finish] if finish else ''}{'_float64' if float64 else ''}"
+    return entry(_float_sums_for(term, float64, finish), name=name)
 
 
 @functools.cache

@@ -5,7 +5,7 @@ kernels, and for forked children, which cannot start OpenMP threads (``numred._r
 from __future__ import annotations
 
 from .._runtime import entry
-from .base import MODE_NAMES, SUM, SUM_SQUARES
+from .base import MODE_NAMES, SUM, SUM_ABS, SUM_SQUARES
 from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
 from .general import _float_sums_for, _max_keys_for, int_sum_exp, int_sums
 from .products import _products_for
@@ -20,8 +20,8 @@ from .tiles import _float_tiles_for, _int_tiles_for
 FLOAT_SUMS = {mode: f"float_{name}" for mode, name in MODE_NAMES.items()}
 # by (mode, narrow): narrow tiles (tiles.narrow_tile) or one tile per task
 FLOAT_TILES = {(mode, narrow): FLOAT_SUMS[mode].replace("_sum", "_narrow_tiles_sum" if narrow else "_tiles_sum", 1)
-               for mode in (SUM, SUM_SQUARES) for narrow in (False, True)}
-FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES)}
+               for mode in (SUM, SUM_SQUARES, SUM_ABS) for narrow in (False, True)}
+FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES, SUM_ABS)}
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
 MAX_KEYS = {True: "max_float_keys", False: "max_ints"}  # by float bits or integer data

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .base import BLOCK, FASTMATH, NEVER, SUM_SQUARES, _U64, _borrowed, _view
+from .base import BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view
 from .columns import _float_columns, _fold
 from .decode import as_float64
 from .integers import (_add_halves128, _int_columns, _int_columns4, _int_columns8, _int_mean,
@@ -47,17 +47,20 @@ def narrow_tile(n_inner, tile, n_reduced, step):
 
 
 @njit(fastmath=FASTMATH)
-def _narrow_rows4(run, first, squares, scale, acc):
-    """acc[l] += the terms (x * scale, or x * x with ``squares``) of the four NARROW_ROW-element rows
-    of ``run`` from ``first`` on, summed as a tree."""
+def _narrow_rows4(run, first, mode, scale, acc):
+    """acc[l] += the terms (x * scale (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of the four
+    NARROW_ROW-element rows of ``run`` from ``first`` on, summed as a tree."""
     a = run[first:first + NARROW_ROW]
     b = run[first + NARROW_ROW:first + 2 * NARROW_ROW]
     c = run[first + 2 * NARROW_ROW:first + 3 * NARROW_ROW]
     d = run[first + 3 * NARROW_ROW:first + 4 * NARROW_ROW]
-    if not squares:  # each term scaled, as in _float_columns
+    if mode == SUM:  # each term scaled, as in _float_columns
         for l in range(NARROW_ROW):
             acc[l] += ((as_float64(a[l]) * scale + as_float64(b[l]) * scale)
                        + (as_float64(c[l]) * scale + as_float64(d[l]) * scale))
+    elif mode == SUM_ABS:
+        for l in range(NARROW_ROW):
+            acc[l] += ((abs(as_float64(a[l])) + abs(as_float64(b[l]))) + (abs(as_float64(c[l])) + abs(as_float64(d[l]))))
     else:
         for l in range(NARROW_ROW):
             va, vb, vc, vd = as_float64(a[l]), as_float64(b[l]), as_float64(c[l]), as_float64(d[l])
@@ -66,13 +69,13 @@ def _narrow_rows4(run, first, squares, scale, acc):
 
 @njit(fastmath=FASTMATH)
 def _narrow_block_sums(src, offset, n, mode, scale, acc):
-    """acc[l] += the terms (as in _float_run; SUM or SUM_SQUARES) of src[offset + p] for 0 <= p < n
+    """acc[l] += the terms (as in _float_run; SUM, SUM_SQUARES or SUM_ABS) of src[offset + p] for 0 <= p < n
     and p % NARROW_ROW == l: four rows per step (one row per step took 4x the time: each
     accumulator waits on its own store), then single rows and the last part."""
     run = _view(src, offset, offset + n)
     p = 0
     while p + 4 * NARROW_ROW <= n:
-        _narrow_rows4(run, p, mode == SUM_SQUARES, scale, acc)
+        _narrow_rows4(run, p, mode, scale, acc)
         p += 4 * NARROW_ROW
     while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
         _float_columns(src, offset + p, NARROW_ROW, 1, min(NARROW_ROW, n - p), mode, scale, acc[:0], 0, acc)
@@ -80,7 +83,7 @@ def _narrow_block_sums(src, offset, n, mode, scale, acc):
 
 
 def _float_tiles_for(mode, narrow):
-    """float_sums for the commonest tile layout, fixed to one ``mode`` (SUM or SUM_SQUARES) and to
+    """float_sums for the commonest tile layout, fixed to one ``mode`` (SUM, SUM_SQUARES or SUM_ABS) and to
     uncompensated data (not float64, but for narrow tiles, NARROW_ROW): one reduced axis of
     ``n_reduced`` rows ``step`` apart over ``n_outer`` x ``n_inner`` outputs, the inner ones
     contiguous and cut into tiles of ``tile``, one chunk, and no wide rows (_rows_per_wide_row is
