@@ -102,6 +102,7 @@ _SUM_RESCALE = 2.0**-64
 _NO_MAXIMA = np.zeros(0)  # the maxima argument of sums that are not of exp(x - max)
 _NO_PARTIALS = np.zeros(0)  # the chunk-partial arguments when the kernel writes the results itself
 _NO_WORDS = np.zeros(0, dtype=np.uint64)  # the same for the integer kernels
+_NO_EXPONENTS = np.zeros(0, dtype=np.int64)  # and for the products kernels
 
 
 class KernelCall(NamedTuple):
@@ -157,7 +158,7 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     if reduction.finish is not None:
         return _finished_call(reduction, plan, dtype)
     if reduction.term == PRODUCT:
-        return None
+        return _products_call(plan, dtype)
     if reduction.term == KEY:
         return _extrema_call(plan, dtype, reduction.int_accumulator == MIN)
     if reduction.term == EXP:
@@ -184,6 +185,17 @@ def _finished_call(reduction, plan, dtype):
     return KernelCall((serial.float_sums(reduction.term, float64, reduction.finish), None), False,
                       (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0), carrier,
                       finite=float64 and reduction.finish != ROUND)
+
+
+def _products_call(plan, dtype):
+    """The KernelCall of a ReduceProd with one chunk per output, whose products kernel stores the
+    finished results; None with chunks (their partials are combined in _derived.products)."""
+    if plan.nchunks != 1:
+        return None
+    floats = dtype in FLOAT_BITS
+    return KernelCall(table.KERNELS["float_products" if floats else "int_products"], plan.parallel,
+                      (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, _NO_PARTIALS, _NO_EXPONENTS),
+                      RESULT_DTYPE[dtype] if floats else dtype)
 
 
 def _retried_if_not_finite(reduction, dtype):

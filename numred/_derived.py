@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM, WRAPPING,
+from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM, WRAPPING,
                        _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _geometry, _launch,
                        _tasks, compute, kernel_call)
 from .kernels import finish, table
@@ -26,6 +26,7 @@ _INT_MEAN = Reduction(SUM, EXACT, mean=True)
 _INT_SUM = Reduction(SUM, EXACT)
 _INT_SQUARES = Reduction(SQUARES, WRAPPING)
 _MAX, _MIN = Reduction(KEY, MAX), Reduction(KEY, MIN)
+_PRODUCT = Reduction(PRODUCT, WRAPPING)
 
 
 def _largest_magnitudes(plan, src, dtype):
@@ -100,15 +101,22 @@ def _float64_sums(plan, src, term, scale=1.0):
 
 
 def products(plan, src, dtype):
-    """The product over each output's elements (1-D, in ``dtype``) from the products kernels'
-    partial states (kernels.products): floats the chunks' mantissas multiplied (each in [1, 2):
+    """The product over each output's elements (1-D, in ``dtype``): with one chunk per output the
+    products kernel's own finished results; otherwise from its partial states (kernels.products):
+    floats the chunks' mantissas multiplied (each in [1, 2):
     no overflow for any number of chunks a plan has) and their exponents added, then one rounding;
     integers the chunks' wrapping uint64 products multiplied, modulo 2**64, and their low bits."""
     floats = dtype in FLOAT_BITS
+    carrier = RESULT_DTYPE[dtype] if floats else dtype
+    call = kernel_call(_PRODUCT, plan, dtype)
+    if call is not None:  # one chunk per output: the kernel stores the finished results
+        result = np.empty(plan.n_kept, dtype=carrier)
+        call(src, result)
+        return _as_dtype(result, dtype)
     exponents = np.empty(_tasks(plan), dtype=np.int64)
     mantissas = np.empty(_tasks(plan) if floats else 0)
     _launch("float_products" if floats else "int_products", plan, *_geometry(plan, src), plan.tile, mantissas,
-            exponents)
+            exponents, np.empty(0, dtype=carrier))
     if not floats:
         return np.multiply.reduce(exponents.view(np.uint64).reshape(plan.n_kept, plan.nchunks), axis=1).astype(dtype)
     # (IEEE: 0 x inf is NaN, a result beyond the dtype's range inf or 0; no warnings for them)
@@ -154,14 +162,18 @@ def _int_totals(plan, src, dtype):
 
 def _int_l2(plan, src, dtype):
     """isqrt of the exact integer sum of squares of each output. The wrapping sum of squares is that
-    sum where n * max|x|**2 < 2**bits (exact maxima and minima of the data bound it); elsewhere
-    Undecided: the rows are summed in Python (_exact.l2)."""
+    sum where n * max|x|**2 < 2**bits; elsewhere Undecided: the rows are summed in Python
+    (_exact.l2). max|x| is first bounded over all of src's memory (NumPy's max and min, in exact
+    integers; src may hold elements between the input's own, which can only raise the bound), and
+    only where that bound is too large per output, by ReduceMax's and ReduceMin's kernels: data of
+    moderate magnitude compiles and runs no maxima kernels."""
     n = plan.n_reduced
     bits = 8 * dtype.itemsize
-    largest = _largest_magnitudes(plan, src, dtype)
-    # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
-    if not np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)):
-        raise Undecided
+    if n * max(abs(int(src.max())), abs(int(src.min()))) ** 2 >= 1 << bits:
+        largest = _largest_magnitudes(plan, src, dtype)
+        # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
+        if not np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)):
+            raise Undecided
     squares = compute(_INT_SQUARES, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).astype(np.uint64)
     # the float64 square root is within one of isqrt (a sum below 2**64 has a root below 2**32)
     roots = np.minimum(np.sqrt(squares.astype(np.float64)), 2.0**32 - 1).astype(np.uint64)

@@ -98,6 +98,21 @@ def test_small_finished_ops_leave_float64_edge_sums_to_the_general_path(dtype, s
         assert_matches(numred.reduce_log_sum(zeros, axes), expected("reduce_log_sum", zeros, axes))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+@pytest.mark.parametrize("shape", [(6, 16), (300, 400)])  # serial and parallel
+def test_int_l2_of_a_view_whose_gaps_hold_values_too_large_to_square(dtype, shape):
+    # Integer ReduceL2 bounds max|x| over the memory the input spans first: here the elements
+    # between the view's are extremes, so that bound fails and the per-output maxima decide that the
+    # wrapping sum of squares is exact; a view that does hold large values goes to exact arithmetic.
+    info = np.iinfo(dtype)
+    x = np.full(shape, 3, dtype)
+    x[:, 1::2] = info.max
+    view = x[:, ::2]
+    assert_matches(numred.reduce_l2(view, 1), expected("reduce_l2", view, 1))
+    big = x[:, 1::2][:, :1]  # (one element per output: a root that fits)
+    assert_matches(numred.reduce_l2(big, 1), expected("reduce_l2", big, 1))
+
+
 @pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 1])  # the float64 path's limit, and past it
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32])
 def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):

@@ -12,8 +12,14 @@ too) is the IEEE one. One rounding per multiplication.
 
 Integers multiply their two's-complement bits in uint64 (wrapping), whose low bits are the product
 modulo 2**bits of the dtype.
+
+With one chunk per output the kernel stores the finished results itself (2**e applied to the
+mantissa by ldexp, then the one rounding to the output dtype; integers their low bits): small and
+repeated calls are one launch, without the driver's NumPy passes over the partials.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -21,12 +27,15 @@ from numba import njit, prange
 from .base import (_U64, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run, _offset_of, _task,
                    _unpack)
 from .decode import as_bits, as_float64
+from .store import store_rounded
 
 _EXPONENT_MASK = 0x7FF << 52
 _MANTISSA_AND_SIGN = np.int64(~_EXPONENT_MASK)  # (as int64: the sign bit set)
 _ONE_EXPONENT = np.int64(1023 << 52)
 _SMALLEST_NORMAL = 2.0**-1022
 _SUBNORMAL_SCALE = 2.0**64
+# an exponent beyond this overflows or underflows float64 whatever the mantissa in [1, 2)
+_EXPONENT_LIMIT = 4000
 
 
 @njit(fastmath=False)
@@ -54,6 +63,13 @@ def _times_float64(m, e, x):
 
 
 @njit(fastmath=False)
+def finished_product(m, e):
+    """m * 2**e in float64 (inf or 0 beyond its range; 0, inf and NaN mantissas as they are), for the
+    one rounding to the output dtype: exact where the dtype's own range can hold it."""
+    return math.ldexp(m, max(-_EXPONENT_LIMIT, min(_EXPONENT_LIMIT, e)))
+
+
+@njit(fastmath=False)
 def _float_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of float elements."""
     if src.itemsize == 8:  # float64: each factor split too (_float64_factor)
@@ -74,10 +90,11 @@ def _products_for(floats):
     """The products kernel for float data (``floats``: mantissa and exponent partials) or integer
     data (wrapping uint64 partials), a constant."""
 
-    def products(src, base, dims, kept_ndim, nchunks, tile, out_mantissas, out_exponents):
+    def products(src, base, dims, kept_ndim, nchunks, tile, out_mantissas, out_exponents, result):
         """Per task (``width`` outputs from k0: one, or a tile of neighbouring ones; a chunk c of the
         reduced range) the partials of output k at k * nchunks + c: floats the (mantissa, exponent)
-        of the product, integers its wrapping uint64 bits (in out_exponents). A tile's outputs are
+        of the product, integers its wrapping uint64 bits (in out_exponents). With an empty
+        out_exponents (one chunk per output) the finished result[k] instead. A tile's outputs are
         contiguous, and their reduced rows are read one by one, each output's factor of a row in
         turn (a column walk per output took 9x NumPy's time on 1000x1000 float32 over axis 0)."""
         src = _borrowed(src)
@@ -100,7 +117,12 @@ def _products_for(floats):
                         for i in range(n):
                             bits *= as_bits(src[origin + offset + i * step])
                     pos += n
-                if floats:
+                if out_exponents.size == 0:
+                    if floats:
+                        store_rounded(result, k0, finished_product(m, e))
+                    else:
+                        result[k0] = bits  # (its low bits)
+                elif floats:
                     out_mantissas[k0 * nchunks + c], out_exponents[k0 * nchunks + c] = _renormalised(m, e)
                 else:
                     out_exponents[k0 * nchunks + c] = np.int64(bits)
@@ -129,7 +151,12 @@ def _products_for(floats):
                             words[w] *= as_bits(src[row + w])
                 pos += n
             for w in range(width):
-                if floats:
+                if out_exponents.size == 0:
+                    if floats:
+                        store_rounded(result, k0 + w, finished_product(ms[w], es[w]))
+                    else:
+                        result[k0 + w] = words[w]
+                elif floats:
                     out_mantissas[(k0 + w) * nchunks + c], out_exponents[(k0 + w) * nchunks + c] = \
                         _renormalised(ms[w], es[w])
                 else:
