@@ -113,6 +113,48 @@ def test_int_l2_of_a_view_whose_gaps_hold_values_too_large_to_square(dtype, shap
     assert_matches(numred.reduce_l2(big, 1), expected("reduce_l2", big, 1))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
+@pytest.mark.parametrize("n", [127, 128, 129, 1000, 4099])  # around the lanes' block (kernels.products.LANES)
+def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):
+    # Contiguous runs of narrow floats are multiplied in independent lanes: factors of extreme
+    # exponents must not overflow or underflow on the way, and a zero, an infinity or a NaN in any
+    # lane (or in the last, partial block) decides the result with the IEEE sign. Factors are
+    # +-2**k: the exact product is a power of two, rounded once (to 0 or inf beyond the dtype).
+    rng = np.random.default_rng(n)
+    info = ml_dtypes.finfo(dtype)
+    rows = 8
+    k = rng.integers(info.minexp, info.maxexp, (rows, n))
+    # the first factor brings the total exponent back near 0 where it can: products in range
+    k[:, 0] = np.clip(rng.integers(-40, 40, rows) - k[:, 1:].sum(axis=1), info.minexp, info.maxexp - 1)
+    signs = np.where(rng.random((rows, n)) < 0.5, -1.0, 1.0)
+    x = (signs * np.exp2(k.astype(np.float64))).astype(dtype)
+    x[1, n - 1] = 0.0  # a zero in the tail
+    x[2, n // 2] = np.inf  # an infinity mid-run
+    x[3, 5], x[3, n - 2] = 0.0, -np.inf  # 0 x inf
+    x[4, n // 3] = np.nan
+    x[5, :] = np.abs(x[5, :])
+    x[5, 7] = -0.0  # a negative zero among positive factors
+    got = numred.reduce_prod(x, 1, keepdims=0).astype(np.float64)
+    exact = x.astype(np.float64)
+    for r in range(rows):
+        row = exact[r]
+        negative = np.sum(np.signbit(row)) % 2 == 1
+        if np.isnan(row).any() or (np.isinf(row).any() and (row == 0).any()):
+            assert np.isnan(got[r]), r
+            continue
+        if np.isinf(row).any():
+            want = -np.inf if negative else np.inf
+        elif (row == 0).any():
+            want = -0.0 if negative else 0.0
+        else:
+            total = int(np.sum(np.log2(np.abs(row))))  # exact: integer exponents
+            with np.errstate(over="ignore"):
+                want = float(np.array((-1.0 if negative else 1.0) * 2.0 ** max(min(total, 2000), -2000)
+                                      if -1074 <= total <= 1023 else (-1.0 if negative else 1.0)
+                                      * (np.inf if total > 0 else 0.0)).astype(dtype).astype(np.float64))
+        assert got[r] == want and np.signbit(got[r]) == np.signbit(want), (r, got[r], want)
+
+
 @pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 1])  # the float64 path's limit, and past it
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32])
 def test_32bit_tile_means_truncate_exactly_at_the_float64_limit(dtype, n):

@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from .base import (_U64, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run, _offset_of, _task,
-                   _unpack)
+                   _unpack, _view)
 from .decode import as_bits, as_float64
 from .store import store_rounded
 
@@ -36,17 +36,19 @@ _SMALLEST_NORMAL = 2.0**-1022
 _SUBNORMAL_SCALE = 2.0**64
 # an exponent beyond this overflows or underflows float64 whatever the mantissa in [1, 2)
 _EXPONENT_LIMIT = 4000
+LANES = 32  # independent products of a contiguous run (_lanes_product)
 
 
 @njit(fastmath=False)
 def _renormalised(m, e):
     """(m', e') with m' * 2**e' = m * 2**e exactly and |m'| in [1, 2), for a normal m; zeros,
-    infinities and NaN (and subnormals, which do not arise) as they are."""
+    infinities and NaN (and subnormals, which do not arise) as they are. Without branches (selects),
+    so that loops over lanes or a tile's columns vectorise."""
     bits = _float64_to_bits(m)
     biased = (bits >> 52) & 0x7FF
-    if biased == 0 or biased == 0x7FF:
-        return m, e
-    return _bits_to_float64((bits & _MANTISSA_AND_SIGN) | _ONE_EXPONENT), e + biased - 1023
+    special = (biased == 0) | (biased == 0x7FF)
+    renormalised = _bits_to_float64((bits & _MANTISSA_AND_SIGN) | _ONE_EXPONENT)
+    return (m if special else renormalised), (e if special else e + biased - 1023)
 
 
 @njit(fastmath=False)
@@ -70,12 +72,50 @@ def finished_product(m, e):
 
 
 @njit(fastmath=False)
+def _lanes_product(run, n):
+    """(m, e): the product of a contiguous run of ``n`` narrow floats, in LANES independent
+    (mantissa, exponent) lanes, each taking four factors (one from each quarter of a block of
+    4 * LANES) between renormalisations: loops over the lanes that vectorise, where one running
+    product waits on each multiplication. (Lanes as scalars instead of arrays, to save their
+    allocation, did not vectorise: 4096x4096 float32 rows took 2.2x the time.)"""
+    ms = np.ones(LANES)
+    es = np.zeros(LANES, dtype=np.int64)
+    for i0 in range(0, n - n % (4 * LANES), 4 * LANES):
+        a = run[i0:i0 + LANES]
+        b = run[i0 + LANES:i0 + 2 * LANES]
+        c = run[i0 + 2 * LANES:i0 + 3 * LANES]
+        d = run[i0 + 3 * LANES:i0 + 4 * LANES]
+        for j in range(LANES):
+            m, e = _renormalised(ms[j] * ((as_float64(a[j]) * as_float64(b[j])) * (as_float64(c[j]) * as_float64(d[j]))),
+                                 es[j])
+            ms[j] = m
+            es[j] = e
+    tail = n - n % (4 * LANES)
+    if tail < n:  # the last, partial block: lanes past the end multiply by 1
+        for j in range(LANES):
+            p = 1.0
+            for q in range(4):
+                if tail + q * LANES + j < n:
+                    p *= as_float64(run[tail + q * LANES + j])
+            m, e = _renormalised(ms[j] * p, es[j])
+            ms[j] = m
+            es[j] = e
+    m, e = 1.0, 0
+    for j in range(LANES):
+        m, e = _renormalised(m * ms[j], e + es[j])
+    return m, e
+
+
+@njit(fastmath=False)
 def _float_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of float elements."""
     if src.itemsize == 8:  # float64: each factor split too (_float64_factor)
         for i in range(n):
             m, e = _times_float64(m, e, src[offset + i * step])
         return m, e
+    if step == 1 and n >= 4 * LANES:
+        lanes_m, lanes_e = _lanes_product(_view(src, offset, offset + n), n)
+        return _renormalised(m * lanes_m, e + lanes_e)
     whole = n - n % 4
     for i in range(0, whole, 4):
         p = (as_float64(src[offset + i * step]) * as_float64(src[offset + (i + 1) * step])) * (
@@ -138,13 +178,16 @@ def _products_for(floats):
                     if floats and group == 1:
                         for w in range(width):
                             ms[w], es[w] = _times_float64(ms[w], es[w], as_float64(src[row + w]))
-                    elif floats:
+                    elif floats:  # (a view of the row, so that the loops vectorise)
+                        factors = _view(src, row, row + width)
                         for w in range(width):
-                            ms[w] *= as_float64(src[row + w])
+                            ms[w] *= as_float64(factors[w])
                         rows += 1
                         if rows == group:
                             for w in range(width):
-                                ms[w], es[w] = _renormalised(ms[w], es[w])
+                                m, e = _renormalised(ms[w], es[w])
+                                ms[w] = m
+                                es[w] = e
                             rows = 0
                     else:
                         for w in range(width):
