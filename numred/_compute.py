@@ -173,12 +173,18 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
 
 
 def _finished_call(reduction, plan, dtype):
-    """The KernelCall of a small (serial) float ReduceL1, L2 or LogSum: the serial float sums finish
-    and round the results themselves. Where one is not decided there (float64: an L2 sum of squares
-    that overflowed or may hold subnormal squares, a LogSum sum that is not finite) the kernel
-    returns False and the driver computes the call its general way (_derived.finished). None for
-    integers and parallel plans, which _derived.finished computes from other reductions' results."""
-    if dtype not in FLOAT_BITS or plan.parallel:
+    """The KernelCall of a float ReduceL1 (ROUND: the sum of |x| rounded once, which is what every
+    float sum kernel stores; None with chunk partials) or of a small (serial) float ReduceL2 or
+    LogSum, whose serial kernel finishes and rounds the results itself. Where one is not decided
+    there (float64: an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
+    that is not finite) the kernel returns False and the driver computes the call its general way
+    (_derived.finished). None for integers and parallel L2 and LogSum, which _derived.finished
+    computes from other reductions' results."""
+    if dtype not in FLOAT_BITS:
+        return None
+    if reduction.finish == ROUND:
+        return _float_call(plan, ABS, RESULT_DTYPE[dtype])
+    if plan.parallel:
         return None
     float64 = dtype.char == "d"
     carrier = RESULT_DTYPE[dtype]

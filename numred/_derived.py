@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM, WRAPPING,
-                       _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _geometry, _launch,
-                       _tasks, compute, kernel_call)
+from ._compute import (ABS, EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
+                       WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
+                       _geometry, _launch, _tasks, compute, kernel_call)
 from .kernels import finish, table
 from .kernels.serial import L2_SMALLEST_SUM
 
@@ -39,7 +39,7 @@ def _largest_magnitudes(plan, src, dtype):
 def finished(reduction, plan, src, dtype):
     """ReduceL1 (ROUND), ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
     call = kernel_call(reduction, plan, dtype)
-    if call is not None:  # small float calls: one serial kernel, unless it leaves a float64 result undecided
+    if call is not None:  # one kernel call (_compute._finished_call), unless it leaves a float64 result undecided
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         if call(src, result) or not call.finite:
             return _as_dtype(result, dtype)
@@ -52,12 +52,15 @@ def finished(reduction, plan, src, dtype):
         if any(s <= 0 for s in totals):
             raise _exact.log_sum_not_positive(dtype)
         return _exact.trunc_ln(totals).astype(dtype)
+    if reduction.finish == ROUND:  # the sum of |x|, rounded once as every sum is (float64: no partial sum
+        # of |x| exceeds the whole, so none overflows on the way)
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
+        _float_sums(plan, src, ABS, result)
+        return _as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
     float64 = dtype.char == "d"
     # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if reduction.finish == ROUND:  # (sums of |x| cannot overflow on the way: no partial sum exceeds the whole)
-            return sums.astype(dtype)
         if reduction.finish == SQRT:
             if float64:
                 _check_l2_range(plan, src, dtype, sums)

@@ -53,10 +53,10 @@ def catalogue() -> dict:
     for name, (serial_variant, parallel_variant) in pairs.items():
         kernels[name] = serial_variant
         kernels[name + " parallel"] = parallel_variant
-    # (term, finish) of the serial float sums: means and sums, sums of squares, and the finished
-    # ReduceL1, L2 and LogSum (_compute.FINISHED_SETS)
-    for term, finish_step in ((serial.SUM, 0), (serial.SQUARES, 0), (serial.SUM_ABS, base.ROUND),
-                              (serial.SQUARES, base.SQRT), (serial.SUM, base.LOG)):
+    # (term, finish) of the serial float sums: means and sums, sums of squares and of |x| (ReduceL1),
+    # and the finished ReduceL2 and LogSum (_compute.FINISHED_SETS)
+    for term, finish_step in ((serial.SUM, 0), (serial.SQUARES, 0), (serial.SUM_ABS, 0), (serial.SQUARES, base.SQRT),
+                              (serial.SUM, base.LOG)):
         for float64 in (False, True):
             kernels[f"serial float_sums {term} {finish_step} {float64}"] = serial.float_sums(term, float64, finish_step)
     for flag in (False, True):

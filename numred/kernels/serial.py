@@ -234,8 +234,8 @@ L2_SMALLEST_SUM = 2.0**-900
 @njit(fastmath=False)
 def _finished(value, finish):
     """(the result, whether it is decided) from one output's float64 sum ``value`` (a mean's already
-    divided): as it is (0: a mean or sum, decided where finite; ROUND: ReduceL1's sum of |x|,
-    always decided, no partial sum of |x| exceeds the whole), its square root (SQRT: ReduceL2, decided
+    divided): as it is (0: a mean or a sum of x, x * x or |x|, decided where finite: a float64 mean
+    then retries rescaled), its square root (SQRT: ReduceL2, decided
     where float64 data's sum of squares is neither in danger of subnormal squares nor overflowed) or
     its log (LOG: ReduceLogSum, decided where the sum is finite: float64 partial sums can overflow
     where the whole does not)."""
@@ -245,12 +245,12 @@ def _finished(value, finish):
         if value > 0.0:
             return math.log(value), math.isfinite(value)
         return -math.inf if value == 0.0 else math.nan, math.isfinite(value)
-    return value, finish != 0 or math.isfinite(value)
+    return value, math.isfinite(value)
 
 
 def _float_sums_for(term, float64, finish):
     """Mean or sum (term SUM, divisor n or 1), sum of squares (SQUARES) or of |x| (SUM_ABS) of float
-    data, with the ``finish`` of _finished (0, ROUND, SQRT or LOG); ``float64``: the data is float64,
+    data, with the ``finish`` of _finished (0, SQRT or LOG); ``float64``: the data is float64,
     whose sums along runs are nearly exact."""
 
     def serial_float_sums(src, base, dims, kept_ndim, tile, scale, divisor, result):
@@ -439,8 +439,7 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
 @functools.cache
 def float_sums(term: int, float64: bool, finish: int = 0):
     """The kernel of a float mean or sum (SUM), sum of squares (SQUARES) or sum of |x| (SUM_ABS), with
-    a ``finish`` step (_finished): ReduceL1 (SUM_ABS, ROUND), ReduceL2 (SQUARES, SQRT), ReduceLogSum
-    (SUM, LOG)."""
+    a ``finish`` step (_finished): ReduceL2 (SQUARES, SQRT), ReduceLogSum (SUM, LOG)."""
     name = f"serial_float_{MODE_NAMES[term]}{'_' + FINISH_NAMES[finish] if finish else ''}{'_float64' if float64 else ''}"
     return entry(_float_sums_for(term, float64, finish), name=name)
 
