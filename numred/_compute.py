@@ -50,9 +50,10 @@ MAX, MIN = "max", "min"
 # ReduceProd's term, the product: not a sum; its own kernel (kernels.products) computes partial
 # states that _derived.products finishes, every dtype with its WRAPPING integer rule
 PRODUCT = 5
-# Finish steps applied to unrounded sums: the one rounding alone (ReduceL1's sum of |x|), the square
-# root of ReduceL2's sum of squares, the log of ReduceLogSum's sum. Small float calls take them in
-# the serial kernel (_finished_call); the others in _derived.finished, on the general kernel's partials.
+# Finish steps applied to unrounded sums: the one rounding alone (ReduceL1's sum of |x|, which every
+# sum kernel stores), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum.
+# Small float L2 and LogSum calls take them in the serial kernel (_finished_call); the others in
+# _derived.finished, on float64 results of the layout's sum kernels.
 ROUND, SQRT, LOG = base.ROUND, base.SQRT, base.LOG
 
 

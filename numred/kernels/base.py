@@ -175,13 +175,13 @@ def _task(task, kshape, tile, nchunks, nr):
     return row * kshape[-1] + column, min(tile, kshape[-1] - column), c, first, end
 
 
-# the terms: x, x * x, exp(x - max), |x|. |x| (ReduceL1) has the general kernel, whose chunk
-# partials the driver finishes (numred._derived), and the serial one (serial.float_sums)
+# the terms: x, x * x, exp(x - max), |x|. Every float sum kernel takes x, x * x and |x| (ReduceL1);
+# exp(x - max) has kernels of its own beside the general one
 SUM, SUM_SQUARES, SUM_EXP, SUM_ABS = 0, 1, 2, 3
 MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp", SUM_ABS: "sum_abs"}
-# finish steps of unrounded float64 sums (an operator's Reduction.finish; the serial float sums
-# apply them themselves): the one rounding alone (ReduceL1), the square root (ReduceL2), the log
-# (ReduceLogSum); 0 (in the kernels): none beyond a mean's division
+# finish steps of unrounded float64 sums (an operator's Reduction.finish): the one rounding alone
+# (ReduceL1: what every sum kernel stores), the square root (ReduceL2), the log (ReduceLogSum); the
+# serial float sums apply SQRT and LOG themselves, 0 meaning none beyond a mean's division
 ROUND, SQRT, LOG = 1, 2, 3
 FINISH_NAMES = {ROUND: "round", SQRT: "sqrt", LOG: "log"}
 
