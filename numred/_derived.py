@@ -1,7 +1,8 @@
-"""The operators finished from partial states in Python rather than by the kernels themselves:
-ReduceL1, ReduceL2 and ReduceLogSum from the general kernel's unrounded float64 sums (and, for
-integers, from exact or wrapping integer reductions), and ReduceProd from its products kernel's
-(mantissa, exponent) partials. The driver (``_compute.compute``) sends a Reduction here by its
+"""The operators built on other reductions' results where one kernel call cannot finish them
+(_compute.kernel_call decides): ReduceL1 from the chunk partials of sums of |x|, ReduceL2 and
+ReduceLogSum from unrounded float64 sums of their layout's sum kernels (integers: from exact or
+wrapping integer reductions), and ReduceProd from its products kernel's (mantissa, exponent)
+partials. The driver (``_compute.compute``) sends a Reduction here by its
 ``finish`` step or its PRODUCT term.
 """
 from __future__ import annotations
