@@ -191,7 +191,7 @@ def _finished_call(reduction, plan, dtype):
     carrier = RESULT_DTYPE[dtype]
     return KernelCall((serial.float_sums(reduction.term, float64, reduction.finish), None), False,
                       (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0), carrier,
-                      finite=float64 and reduction.finish != ROUND)
+                      finite=float64)
 
 
 def _products_call(plan, dtype):
