@@ -52,8 +52,10 @@ MAX, MIN = "max", "min"
 PRODUCT = 5
 # Finish steps applied to unrounded sums: the one rounding alone (ReduceL1's sum of |x|, which every
 # sum kernel stores), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum.
-# Small float L2 and LogSum calls take them in the serial kernel (_finished_call); the others in
-# _derived.finished, on float64 results of the layout's sum kernels.
+# The float sum kernels take SQRT and LOG as a runtime argument (kernels.store.finished): float32,
+# float16 and bfloat16 L2 and LogSum run the kernels of ReduceSumSquare and ReduceSum, and so do small
+# float64 ones (the serial kernel); larger float64 ones are finished in _derived.finished, on float64
+# results of the layout's sum kernels, where a sum that overflowed is found and computed again.
 ROUND, SQRT, LOG = base.ROUND, base.SQRT, base.LOG
 
 
@@ -175,23 +177,24 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
 
 def _finished_call(reduction, plan, dtype):
     """The KernelCall of a float ReduceL1 (ROUND: the sum of |x| rounded once, which is what every
-    float sum kernel stores; None with chunk partials) or of a small (serial) float ReduceL2 or
-    LogSum, whose serial kernel finishes and rounds the results itself. Where one is not decided
-    there (float64: an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
+    float sum kernel stores), of a float32, float16 or bfloat16 ReduceL2 or LogSum (the kernel of the
+    sum of squares or of x, which takes the square root or the log before its rounding: a float64
+    sum of such data neither overflows nor loses bits in subnormal squares), or of a small (serial)
+    float64 one, whose serial kernel finishes and rounds the results itself. Where one is not
+    decided there (an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
     that is not finite) the kernel returns False and the driver computes the call its general way
-    (_derived.finished). None for integers and parallel L2 and LogSum, which _derived.finished
-    computes from other reductions' results."""
+    (_derived.finished). None for chunk partials, integers and parallel float64 L2 and LogSum, which
+    _derived.finished computes from other reductions' results."""
     if dtype not in FLOAT_BITS:
         return None
     if reduction.finish == ROUND:
         return _float_call(plan, ABS, RESULT_DTYPE[dtype])
+    if dtype.char != "d":
+        return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)
     if plan.parallel:
         return None
-    float64 = dtype.char == "d"
-    carrier = RESULT_DTYPE[dtype]
-    return KernelCall((serial.float_sums(reduction.term, float64, reduction.finish), None), False,
-                      (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0), carrier,
-                      finite=float64)
+    return KernelCall((serial.float_sums(reduction.term, True), None), False,
+                      (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, reduction.finish), dtype, finite=True)
 
 
 def _products_call(plan, dtype):
@@ -211,30 +214,31 @@ def _retried_if_not_finite(reduction, dtype):
     return reduction.term == SUM and dtype.char == "d"
 
 
-def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finite=False):
+def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finite=False, finish_step=0):
     """The KernelCall of a float sum that writes finished results itself: result[k] = sum_k / divisor
-    (of x * scale, or of x * x) or maxima[k] + log(sum_k) (EXP: of exp(x - maxima[k]), parallel plans
-    only); None where there is more than one chunk per output. ``carrier``: src's dtype; float64 sums
+    (of x * scale, of x * x or of |x|; then its square root or log by ``finish_step``, SQRT or LOG) or
+    maxima[k] + log(sum_k) (EXP: of exp(x - maxima[k]), parallel plans only); None where there is
+    more than one chunk per output. ``carrier``: src's dtype; float64 sums
     are compensated (of the single-tile kernels, only narrow tiles' are, _narrow_tile). ``finite``:
     KernelCall.finite."""
     if not plan.parallel and not plan.single_run:  # (single runs: the row kernels' serial variants)
         kernels = serial.float_sums(term, carrier == np.float64), None
-        args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor
+        args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish_step
     elif plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         kernels = rows.float_rows(term, rows.float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step,
                                                                 scale))
-        args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor
+        args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish_step
     elif plan.single_tile and term != EXP and (carrier != np.float64 or _narrow_tile(plan, carrier.itemsize)):
         kernels = table.KERNELS[table.FLOAT_TILES[term, _narrow_tile(plan, carrier.itemsize)]]
-        args = plan.base, *plan.single_tile, plan.tile, scale, divisor
+        args = plan.base, *plan.single_tile, plan.tile, scale, divisor, finish_step
     elif plan.single_block and term != EXP:  # (log-sum-exps: _log_sum_exp_call)
         kernels = table.KERNELS[table.FLOAT_BLOCKS[term]]
-        args = plan.base, *plan.single_block, scale, divisor
+        args = plan.base, *plan.single_block, scale, divisor, finish_step
     elif plan.nchunks == 1:
         kernels = table.KERNELS[table.FLOAT_SUMS[term]]
         args = (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima, _NO_PARTIALS,
-                _NO_PARTIALS, divisor)
+                _NO_PARTIALS, divisor, finish_step)
     else:
         return None
     return KernelCall(kernels, plan.parallel, args, carrier, finite=finite)
@@ -371,20 +375,21 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
     return _as_dtype(result, dtype)
 
 
-def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0):
+def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finish_step=0):
     """result = the float sums of _float_call on any plan, rounded once to result's dtype: with one
     chunk per output the kernel writes the results itself; otherwise its chunk partials are
     combined here."""
-    call = _float_call(plan, term, src.dtype, scale, maxima, divisor)
+    call = _float_call(plan, term, src.dtype, scale, maxima, divisor, finish_step=finish_step)
     if call is not None:
         return call(src, result)
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor, result)
+    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,
+            finish_step, result)
     if term == EXP:
         finish.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
     else:
-        finish.finish_float_sums(total, comp, plan.nchunks, divisor, result)
+        finish.finish_float_sums(total, comp, plan.nchunks, divisor, finish_step, result)
     return None
 
 

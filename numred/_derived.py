@@ -53,26 +53,27 @@ def finished(reduction, plan, src, dtype):
         if any(s <= 0 for s in totals):
             raise _exact.log_sum_not_positive(dtype)
         return _exact.trunc_ln(totals).astype(dtype)
-    if reduction.finish == ROUND:  # the sum of |x|, rounded once as every sum is (float64: no partial sum
-        # of |x| exceeds the whole, so none overflows on the way)
+    if reduction.finish == ROUND or dtype.char != "d":
+        # chunk partials combined, finished and rounded once: the sum of |x| (float64: no partial sum of
+        # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
+        # sum of narrower floats (no overflow, no bits lost in subnormal squares)
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
-        _float_sums(plan, src, ABS, result)
+        term = ABS if reduction.finish == ROUND else reduction.term
+        _float_sums(plan, src, term, result, finish_step=0 if reduction.finish == ROUND else reduction.finish)
         return _as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
-    float64 = dtype.char == "d"
     # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if reduction.finish == SQRT:
-            if float64:
-                _check_l2_range(plan, src, dtype, sums)
-            return np.sqrt(sums).astype(dtype)  # (ml_dtypes rounds float64 to bfloat16 once)
+            _check_l2_range(plan, src, dtype, sums)
+            return np.sqrt(sums)
         logs = np.log(sums)
-        if float64 and not finish.all_finite(sums):
+        if not finish.all_finite(sums):
             # as a float64 sum (compute): partial sums of finite values may overflow where the whole
             # sum does not; the sum of x * 2**-64 cannot, and its log differs by 64 * ln 2
             rescaled = _float64_sums(plan, src, SUM, scale=_SUM_RESCALE)
             logs = np.where(np.isfinite(sums), logs, np.log(rescaled) + 64 * _LN_2)
-    return logs.astype(dtype)
+    return logs
 
 
 def _check_l2_range(plan, src, dtype, sums):
@@ -87,7 +88,7 @@ def _check_l2_range(plan, src, dtype, sums):
 
 
 def _float64_sums(plan, src, term, scale=1.0):
-    """The float64 sums of ``term`` (x * scale, x * x or |x|) per output, unrounded: from the kernel
+    """The float64 sums of float64 data's ``term`` (x * scale, x * x) per output, unrounded: from the kernel
     a mean or sum of squares of the plan runs (rows, tiles, blocks, the general kernel with one
     chunk per output), its results stored into a float64 array; else from the general kernel's
     chunk partials, combined in chunk order."""
@@ -98,9 +99,9 @@ def _float64_sums(plan, src, term, scale=1.0):
         return sums
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0,
+    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0, 0,
             np.empty(0, dtype=src.dtype))
-    finish.finish_float_sums(total, comp, plan.nchunks, 1.0, sums)
+    finish.finish_float_sums(total, comp, plan.nchunks, 1.0, 0, sums)
     return sums
 
 

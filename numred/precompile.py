@@ -82,7 +82,6 @@ def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
     parallel kernels): (name, seconds)."""
     import numred
     from numred import _runtime
-    from numred._compute import ROUND
     from numred._frontend import NARROW_INTS, supported_dtypes
     from numred._registry import OPS
 
@@ -97,9 +96,7 @@ def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
         for op in ops:
             fn = getattr(numred, op.name)
             fn(x, axes=axes)
-            # (small single runs of float ReduceL2 and LogSum take the serial float sums, which the
-            # (3, 2, 2) layout compiles, and integer ones other operators' kernels)
-            if serial_too and (fork or op.reduction.finish in (None, ROUND)):
+            if serial_too:
                 allowed, _runtime._parallel_allowed = _runtime._parallel_allowed, False
                 try:
                     fn(x, axes=axes)

@@ -41,11 +41,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # was most of a cold run's time (CI: 18 of 21 minutes). A run of a few tests compiles only what it calls.
 # With the serial variants that forked children run (fork=True): the tests of threads, forks and
 # serial variants run them in this process and in subprocesses.
+# NUMRED_PRECOMPILED=1 says the cache is filled already (.ci/run's `precompile --fork` step): loading
+# every kernel again here, only to find it there, took CI half a minute.
 PRECOMPILE_MIN_TESTS = 200
 
 
 def _precompile(config, tests: int) -> None:
-    if tests < PRECOMPILE_MIN_TESTS:
+    if tests < PRECOMPILE_MIN_TESTS or os.environ.get("NUMRED_PRECOMPILED") == "1":
         return
     from numred.precompile import precompile
 

@@ -354,10 +354,7 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
         assert launch is None
     elif opname in ("reduce_max", "reduce_min") and plan.parallel and not plan.single_run:  # keys, then values
         assert launch is None
-    elif opname in ("reduce_l2", "reduce_log_sum") and plan.parallel:
-        # float64 sums, then a root or a log (small ones: one serial kernel that finishes them)
-        assert launch is None
-    else:
+    else:  # (ReduceL2 and LogSum of these dtypes too: the sum kernels take the root or the log)
         assert launch is not None, "not kept as one launch"
         variant = 1 if launch.parallel else 0
         assert not isinstance(launch.calls[variant], functools.partial), "repeats do not call the entry point"

@@ -53,12 +53,11 @@ def catalogue() -> dict:
     for name, (serial_variant, parallel_variant) in pairs.items():
         kernels[name] = serial_variant
         kernels[name + " parallel"] = parallel_variant
-    # (term, finish) of the serial float sums: means and sums, sums of squares and of |x| (ReduceL1),
-    # and the finished ReduceL2 and LogSum (_compute.FINISHED_SETS)
-    for term, finish_step in ((serial.SUM, 0), (serial.SQUARES, 0), (serial.SUM_ABS, 0), (serial.SQUARES, base.SQRT),
-                              (serial.SUM, base.LOG)):
+    # the serial float sums: means and sums (ReduceLogSum's too), sums of squares (ReduceL2's too) and of
+    # |x| (ReduceL1)
+    for term in (serial.SUM, serial.SQUARES, serial.SUM_ABS):
         for float64 in (False, True):
-            kernels[f"serial float_sums {term} {finish_step} {float64}"] = serial.float_sums(term, float64, finish_step)
+            kernels[f"serial float_sums {term} {float64}"] = serial.float_sums(term, float64)
     for flag in (False, True):
         kernels[f"serial int_sums {flag}"] = serial.int_sums(flag)
         kernels[f"serial float_log_sum_exp {flag}"] = serial.float_log_sum_exp(flag)

@@ -181,9 +181,9 @@ SUM, SUM_SQUARES, SUM_EXP, SUM_ABS = 0, 1, 2, 3
 MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp", SUM_ABS: "sum_abs"}
 # finish steps of unrounded float64 sums (an operator's Reduction.finish): the one rounding alone
 # (ReduceL1: what every sum kernel stores), the square root (ReduceL2), the log (ReduceLogSum); the
-# serial float sums apply SQRT and LOG themselves, 0 meaning none beyond a mean's division
+# float sum kernels take SQRT and LOG as a runtime argument (store.finished), 0 meaning none beyond a
+# mean's division
 ROUND, SQRT, LOG = 1, 2, 3
-FINISH_NAMES = {ROUND: "round", SQRT: "sqrt", LOG: "log"}
 
 
 def _constant(arg, name):

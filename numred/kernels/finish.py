@@ -13,7 +13,7 @@ from .base import _U64
 from .integers import _int_log_sum_exp, _int_mean
 from .maxima import key_to_float64
 from .states import combine_maxima, combine_sums, combine_wide, combine_wrapping, compensated_value
-from .store import store_rounded
+from .store import finished, store_rounded
 
 
 @njit(fastmath=False)
@@ -27,11 +27,11 @@ def _combined_sum(out_total, out_comp, k, nchunks):
 
 
 @entry
-def finish_float_sums(out_total, out_comp, nchunks, divisor, result):
+def finish_float_sums(out_total, out_comp, nchunks, divisor, finish, result):
     """result[k] = (sum of the partials of output k) / divisor, rounded once to result's dtype
     (store_rounded: float32 and float64, or the bits of float16 and bfloat16)."""
     for k in range(result.size):
-        store_rounded(result, k, _combined_sum(out_total, out_comp, k, nchunks) / divisor)
+        store_rounded(result, k, finished(_combined_sum(out_total, out_comp, k, nchunks) / divisor, finish))
 
 
 @entry(fastmath={"reassoc"})  # to vectorise; without nnan and nsz, LLVM keeps value * 0.0

@@ -19,7 +19,7 @@ from .integers import (HALVES_BLOCK, _add_halves128, _fold_halves, _int_columns,
                        narrow_int)
 from .maxima import lowest_key, magnitude_bits, max_columns, max_run
 from .runs import _add_run
-from .store import _finish_sum, compensation_block, store_rounded
+from .store import _finish_sum, compensation_block, finished, store_rounded
 
 # A tile narrower than this whose rows lie back to back (a short kept axis over a contiguous block,
 # such as 4194304x4 reduced over axis 0) is read as "wide rows" of several real rows at once, so the
@@ -52,7 +52,8 @@ def _float_sums_for(mode):
     then keeps only that mode's loops and inlines them. With the mode a runtime argument, rows of
     100-1000 elements took 1.3-2.2x as long (the per-row call and set-up were not optimised away)."""
 
-    def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, result):
+    def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, finish,
+                   result):
         """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES),
         exp(x - maxima[k]) (SUM_EXP) or |x| (SUM_ABS). With tile > 1 a task walks the reduced rows of
         ``tile`` neighbouring outputs together (a leading reduced axis read row by row instead of
@@ -81,7 +82,7 @@ def _float_sums_for(mode):
                         total, comp, sigma = _add_run(total, comp, sigma, src, origin + offset, n, step, mode, shift)
                         pos += n
                 if out_total.size == 0:
-                    store_rounded(result, k0, _finish_sum(total, comp, mode, divisor, shift))
+                    store_rounded(result, k0, finished(_finish_sum(total, comp, mode, divisor, shift), finish))
                 else:
                     out_total[k0 * nchunks + c] = total
                     out_comp[k0 * nchunks + c] = comp
@@ -143,8 +144,9 @@ def _float_sums_for(mode):
                 if out_total.size == 0:
                     for w in range(width):
                         comp = comps[w] if compensated else 0.0
-                        store_rounded(result, k0 + w, _finish_sum(totals[w], comp, mode, divisor,
-                                                                  column_max[w] if mode == SUM_EXP else 0.0))
+                        maximum = column_max[w] if mode == SUM_EXP else 0.0
+                        store_rounded(result, k0 + w, finished(_finish_sum(totals[w], comp, mode, divisor, maximum),
+                                                               finish))
                 else:
                     for w in range(width):
                         out_total[(k0 + w) * nchunks + c] = totals[w]

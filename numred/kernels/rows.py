@@ -24,7 +24,7 @@ from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE
 from .runs import _add_run, _float_row, _float_run, _float_runs4
 from .split_sums import (ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN,
                          float64_one_pass, float64_run_two_pass)
-from .store import _finish_sum, compensation_block, store_rounded
+from .store import _finish_sum, compensation_block, finished, store_rounded
 
 # Columns of a strided view (float_rows): tasks (chunks of the rows), at most; rows per chunk, at
 # least; rows, at least.
@@ -93,7 +93,7 @@ def _float_rows_for(mode, variant):
     run is left. Each variant is a kernel of its own, one parallel loop each: in one kernel, all ten
     were compiled on every first call."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, result):
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src, maxima = _borrowed(src), _borrowed(maxima)
         block = compensation_block(src)
         if variant == ROWS_COLUMNS:
@@ -124,7 +124,7 @@ def _float_rows_for(mode, variant):
             totals = np.ascontiguousarray(totals.T).ravel()
             comps = np.ascontiguousarray(comps.T).ravel()
             for k in range(n_kept):
-                store_rounded(result, k, _combined_sum(totals, comps, k, nchunks) / divisor)
+                store_rounded(result, k, finished(_combined_sum(totals, comps, k, nchunks) / divisor, finish))
             return
         if variant == ROWS_STRIDED or variant == ROWS_ONE_BY_ONE or variant == ROWS_FOUR:  # not float64 data
             # Rows, their plain sums divided here: not through _float_row and _finish_sum,
@@ -138,12 +138,12 @@ def _float_rows_for(mode, variant):
                 # float16 rows took 0.82-0.85x the time of the loop below with _float_row
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
-                    store_rounded(result, k, total / divisor)
+                    store_rounded(result, k, finished(total / divisor, finish))
                 return
             if variant == ROWS_ONE_BY_ONE:  # (_rows_together)
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
-                    store_rounded(result, k, total / divisor)
+                    store_rounded(result, k, finished(total / divisor, finish))
                 return
             # four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
             # overhead (10000x16 float32 mean: 183 -> 62 us; 32x64x56x56 axes [2,3]: 1.11 -> 0.80 ms)
@@ -152,11 +152,11 @@ def _float_rows_for(mode, variant):
                 if k0 + 4 <= n_kept:
                     sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
                     for j in range(4):
-                        store_rounded(result, k0 + j, sums[j] / divisor)
+                        store_rounded(result, k0 + j, finished(sums[j] / divisor, finish))
                 else:  # the last 1-3 rows
                     for k in range(k0, n_kept):
                         total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
-                        store_rounded(result, k, total / divisor)
+                        store_rounded(result, k, finished(total / divisor, finish))
             return
         # Float64 rows start from the sigma of the row before in their task (_float64_run_for), so that only
         # one row in up to sixteen needs a separate first pass over its first piece (float64 1000x1000 rows:
@@ -180,14 +180,14 @@ def _float_rows_for(mode, variant):
                         origin = base + k * kept_stride
                         high, low, sigma = float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
                                                              mode, sigma)
-                        store_rounded(result, k, (high + low) / divisor)
+                        store_rounded(result, k, finished((high + low) / divisor, finish))
                 return
             for task in prange(-(-n_kept // rows_per_task)):
                 sigma = 0.0
                 for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                     origin = base + k * kept_stride
                     high, low, sigma = float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
-                    store_rounded(result, k, (high + low) / divisor)
+                    store_rounded(result, k, finished((high + low) / divisor, finish))
             return
         if variant == ROWS_PIECES:
             # Contiguous rows of several split pieces: _add_run called here, from one place in its
@@ -201,7 +201,7 @@ def _float_rows_for(mode, variant):
                 for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                     total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, mode,
                                                   1.0)
-                    store_rounded(result, k, _finish_sum(total, comp, mode, divisor, 1.0))
+                    store_rounded(result, k, finished(_finish_sum(total, comp, mode, divisor, 1.0), finish))
             return
         if variant == ROWS_TWO_PASS or variant == ROWS_TWO_PASS_STRIDED:
             # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass),
@@ -214,19 +214,19 @@ def _float_rows_for(mode, variant):
                 for k in prange(n_kept):
                     origin = base + k * kept_stride
                     high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
-                    store_rounded(result, k, (high + low) / divisor)
+                    store_rounded(result, k, finished((high + low) / divisor, finish))
                 return
             for k in prange(n_kept):
                 origin = base + k * kept_stride
                 high, low = float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
-                store_rounded(result, k, (high + low) / divisor)
+                store_rounded(result, k, finished((high + low) / divisor, finish))
             return
         for task in prange(-(-n_kept // rows_per_task)):
             sigma = 0.0
             for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                 shift = maxima[k] if mode == SUM_EXP else scale
                 value, sigma = _float_row(src, base + k * kept_stride, n_reduced, step, mode, shift, sigma, divisor)
-                store_rounded(result, k, value)
+                store_rounded(result, k, finished(value, finish))
 
     return float_rows
 

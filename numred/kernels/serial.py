@@ -32,15 +32,14 @@ import numpy as np
 from numba import njit
 
 from .._runtime import entry
-from .base import (BLOCK, FASTMATH, FINISH_NAMES, LOG, MODE_NAMES, SQRT, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _borrowed,
-                   _n_tasks, _next_run, _offset_of,
-                   _task, _unpack, _view, inlined)
+from .base import (BLOCK, FASTMATH, MODE_NAMES, SQRT, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _borrowed, _n_tasks,
+                   _next_run, _offset_of, _task, _unpack, _view, inlined)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
 from .integers import _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, square_bits
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_run
 from .states import add_compensated, compensated_value
-from .store import store_rounded
+from .store import finished, store_rounded
 
 # The walk's helpers, inlined into these kernels' own IR (Numba's inline="always") rather than
 # compiled as functions of their own: a small input's first call compiles 15 functions instead of
@@ -240,20 +239,16 @@ def _finished(value, finish):
     its log (LOG: ReduceLogSum, decided where the sum is finite: float64 partial sums can overflow
     where the whole does not)."""
     if finish == SQRT:
-        return math.sqrt(value), (L2_SMALLEST_SUM <= value < math.inf) or value != value
-    if finish == LOG:  # (math.log raises on 0 and negative values: -inf and NaN, as np.log gives them)
-        if value > 0.0:
-            return math.log(value), math.isfinite(value)
-        return -math.inf if value == 0.0 else math.nan, math.isfinite(value)
-    return value, math.isfinite(value)
+        return finished(value, finish), (L2_SMALLEST_SUM <= value < math.inf) or value != value
+    return finished(value, finish), math.isfinite(value)
 
 
-def _float_sums_for(term, float64, finish):
+def _float_sums_for(term, float64):
     """Mean or sum (term SUM, divisor n or 1), sum of squares (SQUARES) or of |x| (SUM_ABS) of float
-    data, with the ``finish`` of _finished (0, SQRT or LOG); ``float64``: the data is float64,
-    whose sums along runs are nearly exact."""
+    data, finished by the runtime ``finish`` (store.finished: 0, SQRT or LOG); ``float64``: the data
+    is float64, whose sums along runs are nearly exact."""
 
-    def serial_float_sums(src, base, dims, kept_ndim, tile, scale, divisor, result):
+    def serial_float_sums(src, base, dims, kept_ndim, tile, scale, divisor, finish, result):
         """Results into ``result``; False if one is not decided (_finished): the driver then computes
         the call its general way (a float64 mean retries rescaled)."""
         src = _borrowed(src)
@@ -437,11 +432,10 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
 
 
 @functools.cache
-def float_sums(term: int, float64: bool, finish: int = 0):
-    """The kernel of a float mean or sum (SUM), sum of squares (SQUARES) or sum of |x| (SUM_ABS), with
-    a ``finish`` step (_finished): ReduceL2 (SQUARES, SQRT), ReduceLogSum (SUM, LOG)."""
-    name = f"serial_float_{MODE_NAMES[term]}{'_' + FINISH_NAMES[finish] if finish else ''}{'_float64' if float64 else ''}"
-    return entry(_float_sums_for(term, float64, finish), name=name)
+def float_sums(term: int, float64: bool):
+    """The kernel of a float mean or sum (SUM), sum of squares (SQUARES) or sum of |x| (SUM_ABS), and
+    with a finish step (_finished) of ReduceL2 (SQUARES, SQRT) and ReduceLogSum (SUM, LOG)."""
+    return entry(_float_sums_for(term, float64), name=f"serial_float_{MODE_NAMES[term]}{'_float64' if float64 else ''}")
 
 
 @functools.cache

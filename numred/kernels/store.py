@@ -1,6 +1,6 @@
 """Finishing and storing a result: the one rounding from the float64 value to the output dtype
-(float32, float64, float16 and bfloat16 bits, integers), and the finish of a compensated sum
-(divide, or max + log).
+(float32, float64, float16 and bfloat16 bits, integers), the finish of a compensated sum
+(divide, or max + log), and the operators' finish steps (square root, log) before the rounding.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import BLOCK, NEVER, SUM_EXP, _float32_to_bits
+from .base import BLOCK, LOG, NEVER, SQRT, SUM_EXP, _float32_to_bits
 from .states import compensated_value
 
 
@@ -111,3 +111,19 @@ def _finish_sum(total, comp, mode, divisor, maximum):
     if mode == SUM_EXP:
         return maximum + math.log(value) if math.isfinite(maximum) else maximum
     return value / divisor
+
+
+@njit(fastmath=False)
+def finished(value, finish):
+    """One output's float64 sum (a mean's already divided) finished as its operator finishes it before
+    the one rounding: as it is (0), its square root (SQRT: ReduceL2) or its log (LOG: ReduceLogSum).
+    ``finish`` is a runtime argument of the sum kernels, not a constant: ReduceL2 and ReduceLogSum of
+    float32, float16 and bfloat16 data run the kernels of ReduceSumSquare and ReduceSum (a float64
+    sum of those squares or values neither overflows nor loses bits), and compile none of their own."""
+    if finish == SQRT:
+        return math.sqrt(value)
+    if finish == LOG:  # (math.log raises on 0 and negative values: -inf and NaN, as np.log gives them)
+        if value > 0.0:
+            return math.log(value)
+        return -math.inf if value == 0.0 else math.nan
+    return value

@@ -11,7 +11,7 @@ from .columns import _float_columns, _fold
 from .decode import as_float64
 from .integers import (_add_halves128, _int_columns, _int_columns4, _int_columns8, _int_mean,
                        low_accumulators, narrow_int)
-from .store import _finish_sum, compensation_block, store_rounded
+from .store import _finish_sum, compensation_block, finished, store_rounded
 
 # Tiles of a few contiguous outputs whose rows lie back to back (256x1024x8 over axis 1, NHWC data
 # with few channels over its spatial axes): each outer output block is one contiguous run, whose
@@ -94,7 +94,7 @@ def _float_tiles_for(mode, narrow):
     ``narrow`` is a constant of the kernel, so that each compiles one parallel loop: a first float32
     mean over the leading axis of 1000x1000 compiled both."""
 
-    def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, result):
+    def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, finish, result):
         src = _borrowed(src)
         if narrow:
             n = n_reduced * n_inner
@@ -115,7 +115,7 @@ def _float_tiles_for(mode, narrow):
                             _fold(acc, totals, comps)
                         for w in range(n_inner):
                             store_rounded(result, outer * n_inner + w,
-                                          _finish_sum(totals[w], comps[w], mode, divisor, 0.0))
+                                          finished(_finish_sum(totals[w], comps[w], mode, divisor, 0.0), finish))
                     else:  # (a compensated fold per block took 1.3-1.8x the time on 1000x500x4 float32)
                         _narrow_block_sums(src, offset, n, mode, scale, acc)
                         for w in range(n_inner):
@@ -123,7 +123,7 @@ def _float_tiles_for(mode, narrow):
                             for j in range(w, NARROW_ROW, n_inner):
                                 total += acc[j]
                                 acc[j] = 0.0
-                            store_rounded(result, outer * n_inner + w, total / divisor)
+                            store_rounded(result, outer * n_inner + w, finished(total / divisor, finish))
             return
         tiles_per_row = (n_inner + tile - 1) // tile
         for task in prange(n_outer * tiles_per_row):
@@ -145,7 +145,7 @@ def _float_tiles_for(mode, narrow):
                 j += 1
             first = outer * n_inner + k0
             for w in range(width):
-                store_rounded(result, first + w, acc[w] / divisor)  # (plain sums: no _finish_sum, as float_rows)
+                store_rounded(result, first + w, finished(acc[w] / divisor, finish))  # (plain sums: no _finish_sum)
 
     return float_tiles
 
