@@ -1,4 +1,5 @@
 """Cases found while building the kernels, each checked against an exact argument written here."""
+import itertools
 import math
 
 import ml_dtypes
@@ -119,7 +120,9 @@ def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):
     # Contiguous runs of narrow floats are multiplied in independent lanes: factors of extreme
     # exponents must not overflow or underflow on the way, and a zero, an infinity or a NaN in any
     # lane (or in the last, partial block) decides the result with the IEEE sign. Factors are
-    # +-2**k: the exact product is a power of two, rounded once (to 0 or inf beyond the dtype).
+    # +-2**k: the exact product is a power of two, rounded once (to 0 or inf beyond the dtype). The
+    # same factors as columns (the rows' transpose, contiguous, over axis 0) are a tile of outputs,
+    # read four rows at a time and, from 128 rows on, as wide rows of several rows each.
     rng = np.random.default_rng(n)
     info = ml_dtypes.finfo(dtype)
     rows = 8
@@ -134,9 +137,10 @@ def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):
     x[4, n // 3] = np.nan
     x[5, :] = np.abs(x[5, :])
     x[5, 7] = -0.0  # a negative zero among positive factors
-    got = numred.reduce_prod(x, 1, keepdims=0).astype(np.float64)
+    by_rows = numred.reduce_prod(x, 1, keepdims=0).astype(np.float64)
+    by_columns = numred.reduce_prod(np.ascontiguousarray(x.T), 0, keepdims=0).astype(np.float64)
     exact = x.astype(np.float64)
-    for r in range(rows):
+    for r, got in itertools.product(range(rows), (by_rows, by_columns)):
         row = exact[r]
         negative = np.sum(np.signbit(row)) % 2 == 1
         if np.isnan(row).any() or (np.isinf(row).any() and (row == 0).any()):

@@ -27,6 +27,7 @@ from numba import njit, prange
 from .base import (_U64, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run, _offset_of, _task,
                    _unpack, _view)
 from .decode import as_bits, as_float64
+from .general import _rows_per_wide_row
 from .store import store_rounded
 
 _EXPONENT_MASK = 0x7FF << 52
@@ -176,14 +177,37 @@ def _products_for(floats):
                 else:
                     out_exponents[k0 * nchunks + c] = np.int64(bits)
                 continue
-            ms = np.ones(width)
-            es = np.zeros(width, dtype=np.int64)
+            # narrow floats: back-to-back rows of a narrow tile read as wide rows of ``per_wide`` rows
+            # (general._rows_per_wide_row), each column's factors in per_wide lanes, multiplied
+            # together at the end
+            per_wide = _rows_per_wide_row(width, step, end - pos) if floats and group == 4 else 1
+            wide = per_wide * width
+            ms = np.ones(wide)
+            es = np.zeros(wide, dtype=np.int64)
             words = np.ones(width, dtype=np.uint64)
             rows = 0
             while pos < end:
                 offset, n = _next_run(pos, end, rshape, rstrides)
-                for j in range(n):
+                j = 0
+                while j < n:
                     row = origin + offset + j * step
+                    if floats and group == 4 and rows == 0 and j + 4 * per_wide <= n:
+                        # four (wide) rows in one pass, renormalised in it: one load and store of each
+                        # lane's (mantissa, exponent) per four rows instead of five. 1000x1000 float32
+                        # over axis 0 took 0.69-0.74x the time, 4096x4096 0.45-0.49x, 32x64x56x56 over
+                        # axis 1 0.58-0.65x; with wide rows, 4194304x4 0.21x and 256x1024x8 over axis 1
+                        # 0.38x (processes in turns)
+                        row0 = _view(src, row, row + wide)
+                        row1 = _view(src, row + per_wide * step, row + per_wide * step + wide)
+                        row2 = _view(src, row + 2 * per_wide * step, row + 2 * per_wide * step + wide)
+                        row3 = _view(src, row + 3 * per_wide * step, row + 3 * per_wide * step + wide)
+                        for w in range(wide):
+                            m, e = _renormalised(ms[w] * ((as_float64(row0[w]) * as_float64(row1[w]))
+                                                          * (as_float64(row2[w]) * as_float64(row3[w]))), es[w])
+                            ms[w] = m
+                            es[w] = e
+                        j += 4 * per_wide
+                        continue
                     if floats and group == 1:
                         for w in range(width):
                             ms[w], es[w] = _times_float64(ms[w], es[w], as_float64(src[row + w]))
@@ -201,7 +225,14 @@ def _products_for(floats):
                     else:
                         for w in range(width):
                             words[w] *= as_bits(src[row + w])
+                    j += 1
                 pos += n
+            for w in range(width):  # (the other lanes were renormalised after their last pass)
+                m, e = _renormalised(ms[w], es[w])
+                for lane in range(w + width, wide, width):
+                    m, e = _renormalised(m * ms[lane], e + es[lane])
+                ms[w] = m
+                es[w] = e
             for w in range(width):
                 if out_exponents.size == 0:
                     if floats:
