@@ -187,14 +187,13 @@ def _finished_call(reduction, plan, dtype):
     _derived.finished computes from other reductions' results."""
     if dtype not in FLOAT_BITS:
         return None
-    if reduction.finish == ROUND:
-        return _float_call(plan, ABS, RESULT_DTYPE[dtype])
-    if dtype.char != "d":
+    if reduction.finish == ROUND or dtype.char != "d":
         return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)
     if plan.parallel:
         return None
     return KernelCall((serial.float_sums(reduction.term, True), None), False,
-                      (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, reduction.finish), dtype, finite=True)
+                      (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, reduction.finish), dtype,
+                      finite=True)
 
 
 def _products_call(plan, dtype):
@@ -216,7 +215,8 @@ def _retried_if_not_finite(reduction, dtype):
 
 def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finite=False, finish_step=0):
     """The KernelCall of a float sum that writes finished results itself: result[k] = sum_k / divisor
-    (of x * scale, of x * x or of |x|; then its square root or log by ``finish_step``, SQRT or LOG) or
+    (of x * scale, of x * x or of |x|; then its square root or log by ``finish_step``: SQRT or LOG;
+    0 or ROUND, none) or
     maxima[k] + log(sum_k) (EXP: of exp(x - maxima[k]), parallel plans only); None where there is
     more than one chunk per output. ``carrier``: src's dtype; float64 sums
     are compensated (of the single-tile kernels, only narrow tiles' are, _narrow_tile). ``finite``:

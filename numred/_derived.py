@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (ABS, EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
+from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
                        WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
                        _geometry, _launch, _tasks, compute, kernel_call)
 from .kernels import finish, table
@@ -58,8 +58,7 @@ def finished(reduction, plan, src, dtype):
         # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
         # sum of narrower floats (no overflow, no bits lost in subnormal squares)
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
-        term = ABS if reduction.finish == ROUND else reduction.term
-        _float_sums(plan, src, term, result, finish_step=0 if reduction.finish == ROUND else reduction.finish)
+        _float_sums(plan, src, reduction.term, result, finish_step=reduction.finish)
         return _as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
     # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)

@@ -116,7 +116,8 @@ def _finish_sum(total, comp, mode, divisor, maximum):
 @njit(fastmath=False)
 def finished(value, finish):
     """One output's float64 sum (a mean's already divided) finished as its operator finishes it before
-    the one rounding: as it is (0), its square root (SQRT: ReduceL2) or its log (LOG: ReduceLogSum).
+    the one rounding: as it is (0, or ROUND: ReduceL1), its square root (SQRT: ReduceL2) or its log
+    (LOG: ReduceLogSum).
     ``finish`` is a runtime argument of the sum kernels, not a constant: ReduceL2 and ReduceLogSum of
     float32, float16 and bfloat16 data run the kernels of ReduceSumSquare and ReduceSum (a float64
     sum of those squares or values neither overflows nor loses bits), and compile none of their own."""
