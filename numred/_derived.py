@@ -49,7 +49,7 @@ def finished(reduction, plan, src, dtype):
             return _int_l1(plan, src, dtype)
         if reduction.finish == SQRT:
             return _int_l2(plan, src, dtype)
-        totals = _int_totals(plan, src, dtype)
+        totals = int_totals(plan, src, dtype)
         if any(s <= 0 for s in totals):
             raise _exact.log_sum_not_positive(dtype)
         return _exact.trunc_ln(totals).astype(dtype)
@@ -123,12 +123,31 @@ def products(plan, src, dtype):
             exponents, np.empty(0, dtype=carrier))
     if not floats:
         return np.multiply.reduce(exponents.view(np.uint64).reshape(plan.n_kept, plan.nchunks), axis=1).astype(dtype)
-    # (IEEE: 0 x inf is NaN, a result beyond the dtype's range inf or 0; no warnings for them)
+    fractions, exponents = product_states(mantissas.reshape(plan.n_kept, plan.nchunks),
+                                          exponents.reshape(plan.n_kept, plan.nchunks))
+    return finished_products(fractions, exponents, dtype)
+
+
+def product_states(mantissas, exponents):
+    """The (fraction in [1/2, 1), exponent) state of each row of (mantissa, exponent) partial products
+    (2-D arrays): the mantissas multiplied in column order, each product renormalised (frexp is exact),
+    so that no number of pieces overflows or underflows; the exponents added."""
+    fractions = np.ones(mantissas.shape[0])
+    total = np.zeros(mantissas.shape[0], dtype=np.int64)
+    # (IEEE: 0 x inf is NaN; no warnings for it)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        fractions, more = np.frexp(np.prod(mantissas.reshape(plan.n_kept, plan.nchunks), axis=1))
-        total = exponents.reshape(plan.n_kept, plan.nchunks).sum(axis=1) + more
+        for column in range(mantissas.shape[1]):
+            fractions, more = np.frexp(fractions * mantissas[:, column])
+            total += exponents[:, column] + more
+    return fractions, total
+
+
+def finished_products(fractions, exponents, dtype):
+    """fraction * 2**exponent per output, rounded once to ``dtype`` (a result beyond its range is inf
+    or 0, as IEEE rounding gives it)."""
+    with np.errstate(over="ignore", under="ignore"):
         # (an exponent beyond +-4000 overflows or underflows float64 whatever the fraction)
-        return np.ldexp(fractions, np.clip(total, -4000, 4000).astype(np.int32)).astype(dtype)
+        return np.ldexp(fractions, np.clip(exponents, -4000, 4000).astype(np.int32)).astype(dtype)
 
 
 def _int_l1(plan, src, dtype):
@@ -141,10 +160,10 @@ def _int_l1(plan, src, dtype):
     return compute(_INT_SUM, plan, magnitudes, dtype)
 
 
-def _int_totals(plan, src, dtype):
+def int_totals(plan, src, dtype):
     """The exact integer sum S of each output, as Python ints, from two exact kernels: the mean
-    q = trunc(S / n) and the sum modulo 2**bits. S lies in [n q, n q + n) for S >= 0 (q >= 0) and in
-    (-n, n) for q = 0; with n <= 2**(bits - 1) the residue picks the one value of that range.
+    q = trunc(S / n) and the sum modulo 2**bits. Truncation toward zero puts S within n - 1 of n q,
+    a range of 2 n - 1 values; with n <= 2**(bits - 1) the residue picks the one value of that range.
     Undecided (the rows are summed in Python) for larger n."""
     n = plan.n_reduced
     bits = 8 * dtype.itemsize
@@ -153,32 +172,36 @@ def _int_totals(plan, src, dtype):
     quotients = compute(_INT_MEAN, plan, src, dtype).tolist()
     residues = compute(_INT_SUM, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).tolist()
     modulus = 1 << bits
-    totals = []
-    for q, r in zip(quotients, residues):
-        if q < 0:  # S < 0: its value does not matter (ReduceLogSum raises)
-            totals.append(q)
-        elif q > 0:
-            totals.append(n * q + (r - n * q) % modulus)
-        else:  # |S| < n <= 2**(bits - 1): S is r read as signed (unsigned data: S = r)
-            totals.append(r - modulus if dtype.kind == "i" and r >= modulus >> 1 else r)
-    return totals
+    return [n * q - (n - 1) + (r - n * q + (n - 1)) % modulus for q, r in zip(quotients, residues)]
+
+
+def squares_fit(plan, src, dtype):
+    """Whether every output's exact integer sum of squares is below 2**bits, so that the wrapping sum
+    of squares is that sum. max|x| is first bounded over all of src's memory (NumPy's max and min, in
+    exact integers; src may hold elements between the input's own, which can only raise the bound),
+    and only where that bound is too large per output, by ReduceMax's and ReduceMin's kernels: data
+    of moderate magnitude compiles and runs no maxima kernels."""
+    n = plan.n_reduced
+    bits = 8 * dtype.itemsize
+    if n * max(abs(int(src.max())), abs(int(src.min()))) ** 2 < 1 << bits:
+        return True
+    largest = _largest_magnitudes(plan, src, dtype)
+    # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
+    return bool(np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)))
+
+
+def int_square_sums(plan, src, dtype):
+    """The wrapping integer sum of squares of each output, as uint64 (exact where squares_fit)."""
+    return compute(_INT_SQUARES, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).astype(np.uint64)
 
 
 def _int_l2(plan, src, dtype):
-    """isqrt of the exact integer sum of squares of each output. The wrapping sum of squares is that
-    sum where n * max|x|**2 < 2**bits; elsewhere Undecided: the rows are summed in Python
-    (_exact.l2). max|x| is first bounded over all of src's memory (NumPy's max and min, in exact
-    integers; src may hold elements between the input's own, which can only raise the bound), and
-    only where that bound is too large per output, by ReduceMax's and ReduceMin's kernels: data of
-    moderate magnitude compiles and runs no maxima kernels."""
-    n = plan.n_reduced
-    bits = 8 * dtype.itemsize
-    if n * max(abs(int(src.max())), abs(int(src.min()))) ** 2 >= 1 << bits:
-        largest = _largest_magnitudes(plan, src, dtype)
-        # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
-        if not np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)):
-            raise Undecided
-    squares = compute(_INT_SQUARES, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).astype(np.uint64)
+    """isqrt of the exact integer sum of squares of each output: from the wrapping sum of squares,
+    which is that sum where it fits (squares_fit); elsewhere Undecided: the rows are summed in
+    Python (_exact.l2)."""
+    if not squares_fit(plan, src, dtype):
+        raise Undecided
+    squares = int_square_sums(plan, src, dtype)
     # the float64 square root is within one of isqrt (a sum below 2**64 has a root below 2**32)
     roots = np.minimum(np.sqrt(squares.astype(np.float64)), 2.0**32 - 1).astype(np.uint64)
     for _ in range(2):

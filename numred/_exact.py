@@ -26,8 +26,13 @@ _LAST_DISTANCE = 746
 
 def _floor_log(distances: np.ndarray) -> int:
     """floor(log(sum(exp(-d)))) exactly, for the distances d = max - x >= 0 of one output's elements."""
-    values, counts = np.unique(distances, return_counts=True)
-    n = int(distances.size)
+    return floor_log_of_counts(*np.unique(distances, return_counts=True))
+
+
+def floor_log_of_counts(values: np.ndarray, counts: np.ndarray) -> int:
+    """floor(log(sum(c * exp(-d)))) exactly, for the distinct distances d = max - x >= 0 of one
+    output's elements (0 among them) and how many elements are at each."""
+    n = int(counts.sum())
     if n == 1:
         return 0
     digits = 40
@@ -51,9 +56,7 @@ def _floor_log(distances: np.ndarray) -> int:
 def int_log_sum_exp(rows: np.ndarray) -> np.ndarray:
     """The exact integer log-sum-exp of each row of ``rows`` (2-D, an integer dtype, rows non-empty),
     truncated toward zero, in ``rows.dtype``; None if a result does not fit that dtype."""
-    dtype = rows.dtype
-    type_max = np.iinfo(dtype).max
-    result = np.empty(rows.shape[0], dtype=dtype)
+    result = np.empty(rows.shape[0], dtype=rows.dtype)
     step = max(1, _BLOCK_ELEMENTS // rows.shape[1])
     decided: dict[bytes, int] = {}
     for start in range(0, rows.shape[0], step):
@@ -73,15 +76,25 @@ def int_log_sum_exp(rows: np.ndarray) -> np.ndarray:
             if key not in decided:
                 decided[key] = _floor_log(distances[i])
             whole[i] = decided[key]
-        whole = whole.astype(np.int64)
-        # truncation toward zero: max + floor(log) when that is >= 0; one more below zero, where
-        # the log (of a sum of more than one element) is not an integer
-        below_zero = (top < 0) & (top + whole.astype(top.dtype) < 0) if dtype.kind == "i" else False
-        step_up = whole + ((rows.shape[1] > 1) & below_zero)
-        if np.any(top > np.asarray(type_max, dtype) - step_up.astype(dtype)):
+        truncated = truncated_log_sum_exp(top, whole.astype(np.int64), rows.shape[1])
+        if truncated is None:
             return None
-        result[start:start + step] = top + step_up.astype(dtype)
+        result[start:start + step] = truncated
     return result
+
+
+def truncated_log_sum_exp(top: np.ndarray, whole: np.ndarray, count: int) -> np.ndarray | None:
+    """The integer log-sum-exps trunc(top + log(sum)) in top's dtype, from each output's max ``top``
+    and floor(log(sum of exp(x - top))) ``whole`` (int64), over ``count`` elements each; None if
+    one does not fit the dtype."""
+    dtype = top.dtype
+    # truncation toward zero: max + floor(log) when that is >= 0; one more below zero, where
+    # the log (of a sum of more than one element) is not an integer
+    below_zero = (top < 0) & (top + whole.astype(dtype) < 0) if dtype.kind == "i" else False
+    step_up = whole + ((count > 1) & below_zero)
+    if np.any(top > np.asarray(np.iinfo(dtype).max, dtype) - step_up.astype(dtype)):
+        return None
+    return top + step_up.astype(dtype)
 
 
 # ---- ReduceLogSum and ReduceL2: logs and square roots of exact integer sums ----------------------
@@ -147,7 +160,7 @@ def l2_does_not_fit(dtype: np.dtype) -> ValueError:
 _LOW32 = np.uint64(0xFFFFFFFF)
 
 
-def _sums_of_squares(rows: np.ndarray) -> list[int]:
+def sums_of_squares(rows: np.ndarray) -> list[int]:
     """The exact sum of squares of each row of integer ``rows`` (fewer than 2**32 per row), as Python
     ints, vectorised: |x| < 2**64 is split into 32-bit halves h, l, so x*x = h*h 2**64 + h*l 2**33
     + l*l; each product is below 2**64, and its 32-bit halves sum exactly in uint64."""
@@ -177,7 +190,7 @@ def l2(rows: np.ndarray) -> np.ndarray:
     matters underflows. What the kernels' float64 sums of squares cannot give: beyond float64's
     range, or so small that the squares lose bits as subnormals."""
     if rows.dtype.kind in "iu":
-        roots = [math.isqrt(s) for s in _sums_of_squares(rows)]
+        roots = [math.isqrt(s) for s in sums_of_squares(rows)]
         if roots and max(roots) > np.iinfo(rows.dtype).max:
             raise l2_does_not_fit(rows.dtype)
         return np.array(roots, dtype=rows.dtype)

@@ -212,6 +212,11 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
 
 
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
+    if type(data) is not np.ndarray and "dask.array" in sys.modules:
+        from . import _dask
+
+        if _dask.is_dask_array(data):  # a lazy Dask array in, a lazy one out
+            return _dask.reduce(op, data, axes, keepdims, noop_with_empty_axes)
     try:
         return _reduce(op, data, axes, keepdims, noop_with_empty_axes)
     except Undecided:  # rare: a kernel could not decide a result in float64, or it does not fit

@@ -12,7 +12,7 @@ from .._runtime import entry
 from .base import _U64
 from .integers import _int_log_sum_exp, _int_mean
 from .maxima import key_to_float64
-from .states import combine_maxima, combine_sums, combine_wide, combine_wrapping, compensated_value
+from .states import combine_exp_sums, combine_maxima, combine_sums, combine_wide, combine_wrapping, compensated_value
 from .store import finished, store_rounded
 
 
@@ -24,6 +24,34 @@ def _combined_sum(out_total, out_comp, k, nchunks):
     for c in range(k * nchunks, (k + 1) * nchunks):
         total, comp = combine_sums(total, comp, out_total[c], out_comp[c])
     return compensated_value(total, comp)
+
+
+@entry
+def combine_sum_states(out_total, out_comp, nchunks, total, comp):
+    """(total[k], comp[k]): the compensated sum states of output k's ``nchunks`` partial states, in
+    chunk order: the state of a piece of data whose pieces were reduced apart (numred._partials)."""
+    for k in range(total.size):
+        t = 0.0
+        c = 0.0
+        for j in range(k * nchunks, (k + 1) * nchunks):
+            t, c = combine_sums(t, c, out_total[j], out_comp[j])
+        total[k] = t
+        comp[k] = c
+
+
+@entry
+def combine_exp_states(out_max, out_total, out_comp, nchunks, maxima, total, comp):
+    """(maxima[k], total[k], comp[k]): output k's ``nchunks`` (max, sum of exp(x - max)) states as
+    one (numred._partials)."""
+    for k in range(total.size):
+        m = -math.inf
+        t = 0.0
+        c = 0.0
+        for j in range(k * nchunks, (k + 1) * nchunks):
+            m, t, c = combine_exp_sums(m, t, c, out_max[j], out_total[j], out_comp[j])
+        maxima[k] = m
+        total[k] = t
+        comp[k] = c
 
 
 @entry

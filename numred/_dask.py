@@ -1,0 +1,126 @@
+"""numred on Dask arrays: every public function takes a ``dask.array.Array`` and returns a lazy one.
+
+The reduction is ``dask.array.reduction`` with numred's partial states (numred._partials) as its
+steps: the chunk step runs numred's kernels on the block as it is (no copy) and returns each
+output's state, the combine step merges states with the engine's combine rules, and the aggregate
+step finishes them and rounds once. The checks that the shapes decide run when the function is
+called, through the front end's own code; those that depend on values raise when the result is
+computed. dask is imported only when a Dask array is passed (``is_dask_array``).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import sys
+
+import numpy as np
+
+from . import _partials
+from ._frontend import as_flag, as_supported_array, reduced_axes, reduce as reduce_in_memory
+from ._registry import OPS_BY_NAME, Op
+
+
+def is_dask_array(data) -> bool:
+    """Whether ``data`` is a dask.array.Array (False, without importing dask, where it is not loaded)."""
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(data, module.Array)
+
+
+def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes):
+    """``op`` of the Dask array ``data``, lazily: the rules of numred._frontend.reduce."""
+    dtype = as_supported_array(np.empty(0, dtype=data.dtype), op.narrow_ints).dtype  # its TypeError
+    if dtype != data.dtype:  # byte-swapped: native order, block by block
+        data = data.astype(dtype)
+    keepdims = as_flag(keepdims, "keepdims")
+    noop = as_flag(noop_with_empty_axes, "noop_with_empty_axes")
+    axes = reduced_axes(axes, data.ndim)
+    if not axes and noop:
+        return data.map_blocks(op.noop, dtype=dtype)
+    if data.ndim == 0:  # one block, one element
+        return data.map_blocks(functools.partial(_reduce_block, op.name, keepdims), dtype=dtype)
+    axes = axes or tuple(range(data.ndim))
+    for a in axes:
+        if math.isnan(data.shape[a]):
+            raise ValueError(f"{op.onnx_name}: axis {a} of the Dask array has unknown chunk sizes, and it is "
+                             "reduced; call data.compute_chunk_sizes() first")
+    n_reduced = math.prod(data.shape[a] for a in axes)
+    if n_reduced == 0 and dtype.kind in "iu" and op.empty_int is None:
+        reduce_in_memory(op, np.empty((0,), dtype=dtype), None, 1, 0)  # raises the front end's ValueError
+    name = op.name
+    states_meta = np.empty((0,) * data.ndim, dtype=_partials.state_dtype(op, dtype))
+    meta = np.empty((0,) * (data.ndim if keepdims else data.ndim - len(axes)), dtype=dtype)
+    chunk = functools.partial(_chunk_states, name)
+    combine = functools.partial(_combine_states, name, dtype)
+    if _partials.state_kind(op, dtype) != _partials.INT_EXP_SUMS:
+        return _reduction(name, data, chunk, functools.partial(_finish_states, name, dtype, n_reduced), combine,
+                          axes, keepdims, meta, states_meta)
+    # integer log-sum-exp: float64 decides nearly every output; the others are decided exactly from
+    # the distances of their elements to the max, read in a second pass over the data
+    candidates_meta = np.empty((0,) * data.ndim, dtype=_partials.candidate_dtype(dtype))
+    candidates = _reduction(name, data, chunk, functools.partial(_int_exp_candidates, dtype, n_reduced), combine,
+                            axes, True, candidates_meta, states_meta)
+    distances_meta = np.empty((0,) * data.ndim, dtype=_distances_dtype(dtype))
+    return _reduction(f"{name}-exactly", data, _exp_distances, functools.partial(_decide_int_exp, dtype, n_reduced),
+                      _merge_distances, axes, keepdims, meta, distances_meta, weights=candidates)
+
+
+def _reduction(name, data, chunk, aggregate, combine, axes, keepdims, meta, states_meta, weights=None):
+    import dask.array as da
+
+    return da.reduction(data, chunk, aggregate, combine=combine, axis=axes, keepdims=bool(keepdims),
+                        dtype=meta.dtype, meta=meta, weights=weights, concatenate=True, name=f"numred-{name}")
+
+
+def _reduce_block(name, keepdims, block):
+    return reduce_in_memory(OPS_BY_NAME[name], block, None, keepdims, 0)
+
+
+# The steps, module-level functions of picklable arguments (distributed sends them to its workers); no
+# argument is called dtype, which dask.array.reduction would fill in itself
+
+def _chunk_states(name, x, axis, keepdims, computing_meta=False):
+    if computing_meta:  # (dask asks for a sample result on empty arrays; the states' own meta is given)
+        return np.empty((0,) * x.ndim)
+    return _partials.chunk_states(OPS_BY_NAME[name], x, axis)
+
+
+def _combine_states(name, input_dtype, states, axis, keepdims):
+    return _partials.combine_states(OPS_BY_NAME[name], input_dtype, states, axis)
+
+
+def _finish_states(name, input_dtype, n_reduced, states, axis, keepdims):
+    return _partials.finish_states(OPS_BY_NAME[name], input_dtype, states, axis, n_reduced, keepdims)
+
+
+def _int_exp_candidates(input_dtype, n_reduced, states, axis, keepdims):
+    return _partials.int_exp_candidates(input_dtype, states, axis, n_reduced)
+
+
+def _distances_dtype(dtype):
+    return np.dtype(_partials.candidate_dtype(dtype).descr + [("distances", object)])
+
+
+def _exp_distances(x, candidates, axis, keepdims, computing_meta=False):
+    if computing_meta:
+        return np.empty((0,) * x.ndim)
+    # candidates: broadcast along the reduced axes; one value per output
+    ours = candidates[tuple(slice(0, 1) if a in axis else slice(None) for a in range(x.ndim))]
+    states = np.empty(ours.shape, dtype=_distances_dtype(x.dtype))
+    for field in ours.dtype.names:
+        states[field] = ours[field]
+    states["distances"] = _partials.exp_distances(x, ours, axis)
+    return states
+
+
+def _merge_distances(states, axis, keepdims):
+    first = states[tuple(slice(0, 1) if a in axis else slice(None) for a in range(states.ndim))]
+    merged = first.copy()
+    merged["distances"] = _partials.merge_distances(states["distances"], axis)
+    return merged
+
+
+def _decide_int_exp(input_dtype, n_reduced, states, axis, keepdims):
+    merged = _merge_distances(states, axis, keepdims)
+    candidates = merged[list(_partials.candidate_dtype(input_dtype).names)]
+    result = _partials.decide_int_exp(input_dtype, candidates, merged["distances"], n_reduced)
+    return result if keepdims else result.reshape([n for a, n in enumerate(result.shape) if a not in axis])
