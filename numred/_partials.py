@@ -43,7 +43,7 @@ from . import _derived, _exact
 from ._compute import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, LOG, PRODUCT, RESULT_DTYPE, SQRT, SQUARES,
                        SUM, _NO_MAXIMA, _SUM_RESCALE, Undecided, _as_dtype, _geometry, _maxima, _tasks,
                        int_log_sum_exp_overflow)
-from ._frontend import CARRIERS
+from ._frontend import CARRIERS, add_bfloat16
 from ._plan import make_plan
 from ._registry import OPS_BY_NAME, Op
 from ._runtime import run
@@ -65,6 +65,8 @@ _LN_2 = math.log(2.0)
 
 def state_kind(op: Op, dtype: np.dtype) -> str:
     """Which partial state ``op`` keeps for data of ``dtype`` (the table above)."""
+    if dtype.name == "bfloat16":  # (a worker process may meet bfloat16 first in a combine step)
+        add_bfloat16()
     term, floats = op.reduction.term, dtype in FLOAT_BITS
     if term == KEY or (not floats and op.reduction.int_wraps) or (not floats and term == PRODUCT):
         return RESULTS
@@ -119,7 +121,7 @@ def chunk_states(op: Op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     x = np.asarray(x)
     dtype = x.dtype
     out_shape = _kept_shape(x.shape, axes)
-    kind = state_kind(op, dtype)
+    kind = state_kind(op, dtype)  # (first: it registers bfloat16)
     if kind == RESULTS:
         return _reduce(op, x, axes)
     if x.size == 0:
@@ -282,12 +284,26 @@ def _combined_rows(op, dtype, kind, rows):
     scales = rows["scale"]
     nonzero = rows["total"] != 0
     scale = np.where(nonzero.any(axis=1), np.max(np.where(nonzero, scales, np.iinfo(np.int64).min), axis=1), 0)
-    shift = (scales - scale[:, None]).astype(np.int32)
-    total = np.ascontiguousarray(np.ldexp(rows["total"], shift)).ravel()
-    comp = np.ascontiguousarray(np.ldexp(rows["comp"], shift)).ravel()
-    combined["scale"] = scale
-    finish.combine_sum_states(total, comp, pieces, combined["total"], combined["comp"])
+    _combine_scaled(rows, scale, combined)
+    # finite float64 sums whose sum overflows: again under a scale 2**64 larger, which it cannot
+    # overflow (a sum that overflowed the other way becomes the infinity it holds)
+    again = ~np.isfinite(combined["total"]) & np.isfinite(rows["total"]).all(axis=1)
+    if again.any():
+        retried = np.empty(int(again.sum()), dtype=rows.dtype)
+        _combine_scaled(rows[again], scale[again] + 64, retried)
+        combined[again] = retried
     return combined
+
+
+def _combine_scaled(rows, scale, combined):
+    """combined = the sum states of ``rows`` (2-D) under ``scale`` (per row): each piece scaled by
+    2**(its scale - scale), exact or far below the result's rounding, then added compensated."""
+    shift = (rows["scale"] - scale[:, None]).astype(np.int32)
+    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+        total = np.ascontiguousarray(np.ldexp(rows["total"], shift)).ravel()
+        comp = np.ascontiguousarray(np.ldexp(rows["comp"], shift)).ravel()
+    combined["scale"] = scale
+    finish.combine_sum_states(total, comp, rows.shape[1], combined["total"], combined["comp"])
 
 
 # ---- the finish step ------------------------------------------------------------------------------
@@ -336,7 +352,7 @@ def _finished(op, dtype, kind, states, n_reduced):
     finish.finish_float_sums(total, comp, 1, divisor, step, result)
     scaled = states["scale"] != 0
     if scaled.any():  # float64 only: the value is (total + comp) * 2**scale
-        value = total[scaled] + comp[scaled]
+        value = np.where(np.isfinite(total[scaled]), total[scaled] + comp[scaled], total[scaled])  # (compensated_value)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             if step == SQRT:
                 result[scaled] = np.ldexp(np.sqrt(value), states["scale"][scaled] // 2)

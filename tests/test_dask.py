@@ -1,0 +1,191 @@
+"""numred on Dask arrays (docs/dask.md): lazy results that follow the contract for every chunking,
+against the same independent oracle as the NumPy tests (tests/oracle.py), with dask's threaded
+scheduler (numred's thread-safety path) and on a real distributed.LocalCluster of two processes."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import numred
+import oracle
+from numred._registry import OPS
+from test_properties import FLAGS, arrays_of
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+OP_NAMES = [op.name for op in OPS]
+DTYPES = list(oracle.ALL_DTYPES)
+DT_IDS = [d.name for d in DTYPES]
+
+
+@st.composite
+def chunkings(draw, shape):
+    """Chunk sizes per axis: uneven, size-1 pieces, and often three or more pieces along an axis."""
+    chunks = []
+    for n in shape:
+        sizes = []
+        left = n
+        while left > 0:
+            size = draw(st.integers(1, max(1, min(left, draw(st.sampled_from([1, 2, 3, n]))))))
+            sizes.append(size)
+            left -= size
+        chunks.append(tuple(sizes) or (0,))
+    return tuple(chunks)
+
+
+def _axes(draw, ndim):
+    if ndim == 0 or draw(st.booleans()):
+        return draw(st.sampled_from([None, []]))
+    return draw(st.lists(st.integers(-ndim, ndim - 1), min_size=1, max_size=ndim, unique_by=lambda a: a % ndim))
+
+
+def check_dask_against_oracle(opname, x, chunks, axes, keepdims, noop, scheduler="threads"):
+    """numred on ``x`` cut into ``chunks``: lazy, of the oracle's shape and dtype, its values the
+    contract's, the input untouched; the errors the shapes decide are raised at the call."""
+    func = getattr(numred, opname)
+    before = x.tobytes()
+    dx = da.from_array(x, chunks=chunks)
+    context = f"{opname} dtype={x.dtype} shape={x.shape} chunks={chunks} axes={axes} keepdims={keepdims} noop={noop}"
+    try:
+        exp = oracle.expected(opname, x, axes, keepdims, noop)
+    except oracle.ExpectedError as e:
+        # decided by the shapes: at the call (an integer mean over an empty set); by the values: when computed
+        shape_decided = e.exc_type is not ValueError or x.size == 0 or "empty" in e.why
+        with pytest.raises(e.exc_type):
+            lazy = func(dx, axes, keepdims, noop)
+            assert not shape_decided, context + ": raised only when computed"
+            lazy.compute(scheduler=scheduler)
+        return
+    lazy = func(dx, axes, keepdims, noop)
+    assert isinstance(lazy, da.Array), context
+    try:
+        with dask.config.set(split_every=2):  # every combine step of the tree is taken
+            got = lazy.compute(scheduler=scheduler)
+    except ValueError:
+        assert exp.error_ok is ValueError, context
+        return
+    assert got.shape == lazy.shape and got.dtype == lazy.dtype, context
+    oracle.assert_matches(got, exp, context)
+    assert x.tobytes() == before, "the input was modified: " + context
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("opname", OP_NAMES)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_dask_matches_oracle_for_every_chunking(opname, dtype, data):
+    x = data.draw(arrays_of(dtype, max_dims=3, max_side=7), label="x")
+    chunks = data.draw(chunkings(x.shape), label="chunks")
+    axes = _axes(data.draw, x.ndim)
+    check_dask_against_oracle(opname, x, chunks, axes, data.draw(FLAGS, label="keepdims"),
+                              data.draw(FLAGS, label="noop"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("opname", OP_NAMES)
+def test_dask_combines_many_chunks_along_each_reduced_axis(opname, dtype):
+    # three or more chunks along each reduced axis, uneven and of size 1, with the kernels' own
+    # layouts inside the chunks (rows, columns, tiles, parallel pieces)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((61, 40, 9)) * 3
+    if dtype.kind == "u":
+        x = np.abs(x)
+    x = x.astype(dtype)
+    for chunks, axes in [((20, 13, 9), [1]), ((1, 7, 4), [0, 2]), (((30, 1, 30), (39, 1), (2, 2, 5)), None)]:
+        check_dask_against_oracle(opname, x, chunks, axes, 0, 0)
+
+
+def test_integer_mean_of_huge_sums_is_exact_where_dasks_mean_is_not():
+    # int64 elements near 2**40 summed over 2**14 elements: the sum is about 2**54, beyond float64's
+    # integers, which dask's mean goes through
+    rng = np.random.default_rng(1)
+    x = (2**40 + rng.integers(0, 2**20, (4, 1 << 14))).astype(np.int64)
+    x[:, 0] += 1
+    dx = da.from_array(x, chunks=(2, 1000))
+    got = numred.reduce_mean(dx, axes=[1], keepdims=0).compute()
+    exact = [sum(row) // len(row) for row in x.tolist()]  # positive: floor is truncation
+    assert got.tolist() == exact
+    assert dx.mean(axis=1).compute().tolist() != [float(v) for v in exact]  # (what dask's own mean gives)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+def test_integer_log_sum_exp_next_to_an_integer_is_decided_exactly_across_chunks(dtype):
+    # as tests/test_hard_cases.py: top + log(1 + sum(exp(-d))) just below top + 2, where float64
+    # says top + 2; here the elements are spread over chunks, and the decision needs all of them
+    from test_hard_cases import _greedy_distances_below
+
+    top = 1000
+    row = [top] + [top - d for d in _greedy_distances_below(2, 60)]
+    x = np.array([row, [top] * len(row), row[::-1]], dtype)
+    got = numred.reduce_log_sum_exp(da.from_array(x, chunks=(2, 7)), axes=[1], keepdims=0).compute()
+    assert got.tolist() == [top + 1, top + math.floor(math.log(len(row))), top + 1]
+    oracle.assert_matches(got, oracle.expected("reduce_log_sum_exp", x, [1], 0))
+
+
+def test_errors_the_shapes_decide_are_raised_at_the_call():
+    x = da.zeros((4, 6), dtype=np.float32, chunks=2)
+    with pytest.raises(np.exceptions.AxisError):
+        numred.reduce_sum(x, axes=[2])
+    with pytest.raises(TypeError, match="unsupported dtype int16"):
+        numred.reduce_sum(x.astype(np.int16), axes=[1])
+    with pytest.raises(ValueError, match="empty set is undefined"):
+        numred.reduce_mean(da.zeros((3, 0), dtype=np.int32, chunks=2), axes=[1])
+    with pytest.raises(ValueError, match="keepdims must be 0 or 1"):
+        numred.reduce_max(x, keepdims=2)
+    unknown = x[x[:, 0] >= 0]  # rows of unknown count
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        numred.reduce_sum(unknown, axes=[0])
+    # along a kept axis, unknown sizes are fine
+    assert numred.reduce_sum(unknown, axes=[1], keepdims=0).compute().tolist() == [0.0] * 4
+
+
+@pytest.mark.parametrize("opname,data,message", [
+    ("reduce_l2", np.full((2, 30), 2**30, np.int32), "does not fit"),
+    ("reduce_log_sum", np.array([[1, -5, 3], [1, 2, 3]], np.int64), "sum <= 0"),
+    ("reduce_log_sum_exp", np.full((2, 8), np.iinfo(np.int32).max, np.int32), "does not fit"),
+])
+def test_errors_the_values_decide_are_raised_when_computed(opname, data, message):
+    lazy = getattr(numred, opname)(da.from_array(data, chunks=(1, 3)), axes=[1])
+    with pytest.raises(ValueError, match=message):
+        lazy.compute(scheduler="threads")
+
+
+def test_noop_maps_blockwise_and_broadcast_chunks_are_read_in_place():
+    x = np.arange(-6, 6, dtype=np.int64).reshape(3, 4)
+    dx = da.from_array(x, chunks=2)
+    out = numred.reduce_l1(dx, axes=[], noop_with_empty_axes=1)
+    assert isinstance(out, da.Array) and out.compute().tolist() == np.abs(x).tolist()
+    # a broadcast input: its chunks are zero-stride views
+    row = np.array([1.5, -2.0, 4.0, 0.25], dtype=np.float32)
+    wide = da.broadcast_to(da.from_array(row, chunks=3), (1000, 4), chunks=(300, 3))
+    assert numred.reduce_mean(wide, axes=[0], keepdims=0).compute().tolist() == row.tolist()
+    assert numred.reduce_sum(wide, keepdims=0).compute() == np.float32(3.75 * 1000)
+    rank0 = numred.reduce_log_sum_exp(da.from_array(np.float64(2.0)), keepdims=0)
+    assert isinstance(rank0, da.Array) and rank0.compute() == 2.0
+
+
+@pytest.fixture(scope="module")
+def cluster_client():
+    distributed = pytest.importorskip("distributed")
+    # two worker processes of one thread each, on the loopback interface, without a dashboard; the
+    # workers load the kernels from the Numba cache the session filled (tests/conftest.py)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_dask_on_a_local_cluster_matches_oracle(cluster_client, dtype):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((90, 33)) * 4
+    if dtype.kind == "u":
+        x = np.abs(x)
+    x = x.astype(dtype)
+    for opname in OP_NAMES:
+        for chunks, axes in [((31, 10), [0]), ((30, 11), None)]:
+            check_dask_against_oracle(opname, x, chunks, axes, 1, 0, scheduler=None)  # the client's
