@@ -127,6 +127,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "against float32, the dtypes timed in turns in each round (--dtype is ignored)",
     )
     parser.add_argument(
+        "--dask",
+        action="store_true",
+        help="instead of the peer table: numred against dask's own reductions on a 2 GiB float32 Dask "
+        "array held by a local cluster of two worker processes (64 MiB with --quick), with each "
+        "result's exactness and the workers' peak memory; needs pip install \"numred[dask]\"",
+    )
+    parser.add_argument(
         "--json",
         metavar="FILE",
         default=None,
@@ -570,6 +577,10 @@ def run(args: argparse.Namespace, out=None) -> int:
         return 2
     if getattr(args, "dtype_rates", False):
         return run_dtype_rates(args, out, _versions(numred, numba), threads)
+    if getattr(args, "dask", False):
+        from numred import _bench_dask
+
+        return _bench_dask.run(args, out)
 
     dtype = dtype_from_name(args.dtype)
     cases = selected_cases(args)

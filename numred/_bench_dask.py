@@ -1,0 +1,137 @@
+"""``python -m numred bench --dask``: numred against dask's own reductions on a two-worker cluster.
+
+A ``distributed.LocalCluster`` of two worker processes with one thread each (and one Numba thread
+each, as dask's NumPy reductions use one core per worker) holds a random float32 array of 2 GiB
+(``--quick``: 64 MiB) in memory. Each reduction is timed against dask's own in turns, median of
+the rounds; the peak memory of the workers above their level before the call is sampled (distributed's
+MemorySampler) for both. Every result is checked against an oracle computed chunkwise in extended
+precision (NumPy's longdouble, rounded once to float32), and an int64 mean of sums near 2**54
+against exact integer sums. dask and distributed come with ``pip install "numred[dask]"``.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from fractions import Fraction
+
+import numpy as np
+
+# dask's own way to compute each reduction (and of log-sum-exp, from its primitives)
+_DASK_WAYS = {
+    "reduce_mean": lambda x, axis: x.mean(axis=axis),
+    "reduce_sum": lambda x, axis: x.sum(axis=axis),
+    "reduce_sum_square": lambda x, axis: (x * x).sum(axis=axis),
+    "reduce_max": lambda x, axis: x.max(axis=axis),
+    "reduce_log_sum_exp": lambda x, axis: _dask_log_sum_exp(x, axis),
+}
+
+
+def _dask_log_sum_exp(x, axis):
+    top = x.max(axis=axis, keepdims=True)
+    return (np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top).squeeze(axis=axis)
+
+
+def _oracle(name, x, axis):
+    """The exact result rounded once to float32 (extended-precision sums per chunk: far below float32's
+    rounding), as a lazy array."""
+    wide = x.astype(np.longdouble)
+    if name == "reduce_max":
+        return x.max(axis=axis)
+    if name == "reduce_log_sum_exp":
+        top = wide.max(axis=axis, keepdims=True)
+        return (np.log(np.exp(wide - top).sum(axis=axis, keepdims=True)) + top).squeeze(axis=axis).astype(np.float32)
+    total = (wide * wide if name == "reduce_sum_square" else wide).sum(axis=axis)
+    if name == "reduce_mean":
+        total = total / math.prod(x.shape if axis is None else [x.shape[axis]])
+    return total.astype(np.float32)
+
+
+def _timed(client, lazy, sampler, label):
+    """(seconds, result) of computing ``lazy`` on the cluster, its memory sampled under ``label``."""
+    with sampler.sample(label, measure="process", interval=0.05):
+        start = time.perf_counter()
+        result = client.compute(lazy).result()
+        seconds = time.perf_counter() - start
+    return seconds, np.asarray(result)
+
+
+def _peak_above_start(sampler, label, workers):
+    """The peak of the workers' process memory above its first sample, per worker, in MiB."""
+    series = sampler.samples[label]
+    values = [value for _, value in series]
+    return (max(values) - values[0]) / workers / 2**20 if values else float("nan")
+
+
+def run(args, out) -> int:
+    try:
+        import dask
+        import dask.array as da
+        import distributed
+        from distributed.diagnostics import MemorySampler
+    except ImportError as exc:
+        print(f"--dask needs dask and distributed: pip install \"numred[dask]\" ({exc})", file=out)
+        return 2
+    import numred
+
+    rounds = args.rounds or (1 if args.quick else 3)
+    rows = 1024 if args.quick else 32768  # x 16384 float32: 64 MiB or 2 GiB
+    shape, chunks = (rows, 16384), (rows // 16, 16384)
+    workers = 2
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.NUMBA_NUM_THREADS": "1"}), \
+            distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                     dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        x = da.random.default_rng(0).standard_normal(shape, dtype=np.float32, chunks=chunks).persist()
+        distributed.wait(x)
+        chunk_mib = x.nbytes / x.npartitions / 2**20
+        print(f"numred {numred.__version__} on Dask arrays: dask {dask.__version__}, "
+              f"distributed {distributed.__version__}, {workers} worker processes x 1 thread, float32 {shape[0]}x"
+              f"{shape[1]} ({x.nbytes / 2**30:.2f} GiB, {x.npartitions} chunks of {chunk_mib:.0f} MiB), "
+              f"median of {rounds} rounds in turns", file=out)
+        print(f"{'operator':<20}{'axis':>6}{'numred':>10}{'dask':>10}{'ratio':>8}"
+              f"{'exact (numred/dask)':>22}{'peak MiB/worker (numred/dask)':>32}", file=out)
+        sampler = MemorySampler()
+        worst_ratio = math.inf
+        for name, dask_way in _DASK_WAYS.items():
+            for axis in (None, 1):
+                ours = getattr(numred, name)(x, axes=axis, keepdims=0)
+                theirs = dask_way(x, axis)
+                expected = np.asarray(client.compute(_oracle(name, x, axis)).result())
+                client.compute(ours).result()  # untimed: the workers load (or compile) the kernels
+                ours_times, theirs_times = [], []
+                for r in range(rounds):
+                    seconds, got = _timed(client, ours, sampler, f"numred {name} {axis} {r}")
+                    ours_times.append(seconds)
+                    seconds, peer = _timed(client, theirs, sampler, f"dask {name} {axis} {r}")
+                    theirs_times.append(seconds)
+                ratio = statistics.median(theirs_times) / statistics.median(ours_times)
+                worst_ratio = min(worst_ratio, ratio)
+                exact = (f"{int(np.sum(got != expected))}/{int(np.sum(peer.astype(np.float32) != expected))} "
+                         f"of {expected.size} off")
+                peaks = [max(_peak_above_start(sampler, f"{who} {name} {axis} {r}", workers) for r in range(rounds))
+                         for who in ("numred", "dask")]
+                print(f"{name:<20}{str(axis):>6}{statistics.median(ours_times) * 1e3:>8.1f}ms"
+                      f"{statistics.median(theirs_times) * 1e3:>8.1f}ms{ratio:>7.2f}x{exact:>22}"
+                      f"{peaks[0]:>16.0f} / {peaks[1]:<13.0f}", file=out)
+        del x
+        _integer_mean(client, da, numred, out, args.quick)
+        print(f"slowest ratio (dask time / numred time): {worst_ratio:.2f}x; ratio above 1: numred faster", file=out)
+    return 0
+
+
+def _integer_mean(client, da, numred, out, quick):
+    """An int64 mean whose sums (about 2**54) are beyond float64's integers: numred's is exact."""
+    rows, n = (16, 1 << 14) if quick else (1024, 1 << 14)
+    x = (da.random.default_rng(1).integers(0, 2**20, (rows, n), dtype=np.int64, chunks=(rows // 4, n // 4))
+         + 2**40).persist()
+    # exact sums: x = high * 2**20 + low, whose int64 sums cannot overflow
+    high = client.compute((x >> 20).sum(axis=1)).result().tolist()
+    low = client.compute((x & (2**20 - 1)).sum(axis=1)).result().tolist()
+    sums = [(h << 20) + lo for h, lo in zip(high, low)]
+    ours = client.compute(numred.reduce_mean(x, axes=1, keepdims=0)).result().tolist()
+    theirs = client.compute(x.mean(axis=1)).result().tolist()
+    # numred's integer mean is the exact mean truncated toward zero (here: floor); dask's a float64,
+    # right when it is the exact mean rounded once to float64
+    print(f"int64 mean of {rows} rows of {n} values near 2**40 (sums near 2**54): numred exact in "
+          f"{sum(a == s // n for a, s in zip(ours, sums))}/{rows} rows, dask's float64 mean in "
+          f"{sum(a == float(Fraction(s, n)) for a, s in zip(theirs, sums))}/{rows}", file=out)
