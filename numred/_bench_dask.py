@@ -1,10 +1,10 @@
 """``python -m numred bench --dask``: numred against dask's own reductions on a two-worker cluster.
 
 A ``distributed.LocalCluster`` of two worker processes with one thread each (and one Numba thread
-each, as dask's NumPy reductions use one core per worker) holds a random float32 array of 2 GiB
+each, as dask's NumPy reductions use one core per worker) holds a random float32 array of 4 GiB
 (``--quick``: 64 MiB) in memory. Each reduction is timed against dask's own in turns, median of
 the rounds; the peak memory of the workers above their level before the call is sampled (distributed's
-MemorySampler) for both. Every result is checked against an oracle computed chunkwise in extended
+MemorySampler; the median over the rounds) for both. Every result is checked against an oracle computed chunkwise in extended
 precision (NumPy's longdouble, rounded once to float32), and an int64 mean of sums near 2**54
 against exact integer sums. dask and distributed come with ``pip install "numred[dask]"``.
 """
@@ -74,9 +74,11 @@ def run(args, out) -> int:
         return 2
     import numred
 
-    rounds = args.rounds or (1 if args.quick else 3)
-    rows = 1024 if args.quick else 32768  # x 16384 float32: 64 MiB or 2 GiB
-    shape, chunks = (rows, 16384), (rows // 16, 16384)
+    rounds = args.rounds or (1 if args.quick else 5)
+    # x 16384 float32: 64 MiB, or 4 GiB in chunks of 128 MiB (a cluster's scheduling costs about a
+    # tenth of a second per reduction, which would be most of the time on less)
+    rows = 1024 if args.quick else 65536
+    shape, chunks = (rows, 16384), (rows // 16 if args.quick else 2048, 16384)
     workers = 2
     with dask.config.set({"distributed.nanny.pre-spawn-environ.NUMBA_NUM_THREADS": "1"}), \
             distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -108,8 +110,8 @@ def run(args, out) -> int:
                 worst_ratio = min(worst_ratio, ratio)
                 exact = (f"{int(np.sum(got != expected))}/{int(np.sum(peer.astype(np.float32) != expected))} "
                          f"of {expected.size} off")
-                peaks = [max(_peak_above_start(sampler, f"{who} {name} {axis} {r}", workers) for r in range(rounds))
-                         for who in ("numred", "dask")]
+                peaks = [statistics.median(_peak_above_start(sampler, f"{who} {name} {axis} {r}", workers)
+                                           for r in range(rounds)) for who in ("numred", "dask")]
                 print(f"{name:<20}{str(axis):>6}{statistics.median(ours_times) * 1e3:>8.1f}ms"
                       f"{statistics.median(theirs_times) * 1e3:>8.1f}ms{ratio:>7.2f}x{exact:>22}"
                       f"{peaks[0]:>16.0f} / {peaks[1]:<13.0f}", file=out)

@@ -129,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dask",
         action="store_true",
-        help="instead of the peer table: numred against dask's own reductions on a 2 GiB float32 Dask "
+        help="instead of the peer table: numred against dask's own reductions on a 4 GiB float32 Dask "
         "array held by a local cluster of two worker processes (64 MiB with --quick), with each "
         "result's exactness and the workers' peak memory; needs pip install \"numred[dask]\"",
     )

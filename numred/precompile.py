@@ -102,7 +102,22 @@ def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
                     fn(x, axes=axes)
                 finally:
                     _runtime._parallel_allowed = allowed
+    _partial_states(dtype, ops)
     return name, time.perf_counter() - start
+
+
+def _partial_states(dtype, ops) -> None:
+    """The steps of a reduction of a Dask array (numred._partials) on a small block: the kernels
+    that combine blocks' states, beyond the in-memory calls' (dask itself is not needed)."""
+    from numred import _partials
+
+    x = _sample((9, 10), dtype)
+    for op in ops:
+        states = _partials.chunk_states(op, x, (1,))
+        if _partials.state_kind(op, dtype) == _partials.INT_EXP_SUMS:
+            _partials.int_exp_candidates(dtype, states, (1,), 10)
+        else:
+            _partials.finish_states(op, dtype, np.concatenate([states, states], axis=1), (1,), 20, False)
 
 
 def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,

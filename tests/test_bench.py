@@ -477,3 +477,22 @@ def test_the_estimate_grows_with_the_work():
     assert 0 < small < bench.estimated_seconds(bench.CASES, 3, 3, policy, 3)
     assert bench.estimated_seconds(bench.CASES, 3, 3, policy, 3) < bench.estimated_seconds(bench.CASES, 3, 4, policy, 3)
     assert [bench.format_duration(s) for s in (3, 44, 200, 4000)] == ["5 s", "45 s", "3 min", "1 h 7 min"]
+
+
+def test_dask_bench_checks_every_result_against_its_oracle():
+    # --dask --quick: a local cluster of two processes, 64 MiB; numred's results are the oracle's
+    # (correctly rounded float32 of extended-precision sums) in every row, and its int64 means exact
+    pytest.importorskip("distributed")
+    out = io.StringIO()
+    assert bench.run(parse(["--dask", "--quick"]), out=out) == 0
+    lines = out.getvalue().splitlines()
+    rows = [line for line in lines if line.startswith("reduce_")]
+    assert [row.split()[:2] for row in rows] == [[name, axis] for name in ("reduce_mean", "reduce_sum",
+                                                                        "reduce_sum_square", "reduce_max",
+                                                                        "reduce_log_sum_exp")
+                                                  for axis in ("None", "1")]
+    for row in rows:
+        numred_off = row.split("of")[0].split()[-1].split("/")[0]
+        assert numred_off == "0", row
+    summary = next(line for line in lines if line.startswith("int64 mean"))
+    assert "numred exact in 16/16 rows" in summary, summary

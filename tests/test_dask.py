@@ -76,7 +76,7 @@ def check_dask_against_oracle(opname, x, chunks, axes, keepdims, noop, scheduler
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
 @pytest.mark.parametrize("opname", OP_NAMES)
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(data=st.data())
 def test_dask_matches_oracle_for_every_chunking(opname, dtype, data):
     x = data.draw(arrays_of(dtype, max_dims=3, max_side=7), label="x")
@@ -92,11 +92,11 @@ def test_dask_combines_many_chunks_along_each_reduced_axis(opname, dtype):
     # three or more chunks along each reduced axis, uneven and of size 1, with the kernels' own
     # layouts inside the chunks (rows, columns, tiles, parallel pieces)
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((61, 40, 9)) * 3
+    x = rng.standard_normal((25, 16, 7)) * 3
     if dtype.kind == "u":
         x = np.abs(x)
     x = x.astype(dtype)
-    for chunks, axes in [((20, 13, 9), [1]), ((1, 7, 4), [0, 2]), (((30, 1, 30), (39, 1), (2, 2, 5)), None)]:
+    for chunks, axes in [((10, 5, 7), [1]), ((1, 7, 2), [0, 2]), (((12, 1, 12), (15, 1), (2, 2, 3)), None)]:
         check_dask_against_oracle(opname, x, chunks, axes, 0, 0)
 
 

@@ -1,8 +1,9 @@
 """Partial states of numred's reductions, and the one rule per accumulator that combines two of them.
 
-A reduction cut into pieces leaves one partial state per piece: today the chunks of one output in a
-parallel kernel (combined in chunk order by the ``finish_*`` kernels of ``finish``), later
-the chunks of a Dask array. Wherever two partial states meet, they meet through the combine rule of
+A reduction cut into pieces leaves one partial state per piece: the chunks of one output in a
+parallel kernel (combined in chunk order by the ``finish_*`` kernels of ``finish``), and the
+blocks of a Dask array (``finish.combine_sum_states`` and ``combine_exp_states``, for
+``numred._partials``). Wherever two partial states meet, they meet through the combine rule of
 their accumulator here; no kernel carries a combine of its own. Every rule is a Numba function of
 scalars (callable from Python too), takes the two states field by field and returns the combined
 state; the identity state combines to the other one unchanged.
