@@ -74,6 +74,10 @@ def run(args, out) -> int:
         return 2
     import numred
 
+    ways = {name: way for name, way in _DASK_WAYS.items() if not args.op or name in args.op}
+    if not ways:
+        print(f"--dask compares {', '.join(_DASK_WAYS)} with dask's own; --op names none of them", file=out)
+        return 2
     rounds = args.rounds or (1 if args.quick else 5)
     # x 16384 float32: 64 MiB, or 4 GiB in chunks of 128 MiB (a cluster's scheduling costs about a
     # tenth of a second per reduction, which would be most of the time on less)
@@ -94,7 +98,7 @@ def run(args, out) -> int:
               f"{'exact (numred/dask)':>22}{'peak MiB/worker (numred/dask)':>32}", file=out)
         sampler = MemorySampler()
         worst_ratio = math.inf
-        for name, dask_way in _DASK_WAYS.items():
+        for name, dask_way in ways.items():
             for axis in (None, 1):
                 ours = getattr(numred, name)(x, axes=axis, keepdims=0)
                 theirs = dask_way(x, axis)

@@ -271,7 +271,11 @@ def _combined_rows(op, dtype, kind, rows):
     combined = np.empty(n_out, dtype=rows.dtype)
     if kind == EXP_SUMS:
         m, t, c = (np.ascontiguousarray(rows[name]).ravel() for name in ("max", "total", "comp"))
-        finish.combine_exp_states(m, t, c, pieces, combined["max"], combined["total"], combined["comp"])
+        # (the kernels write contiguous arrays: the fields of a structured array are strided views,
+        # another signature to compile)
+        maxima, total, comp = np.empty(n_out), np.empty(n_out), np.empty(n_out)
+        finish.combine_exp_states(m, t, c, pieces, maxima, total, comp)
+        combined["max"], combined["total"], combined["comp"] = maxima, total, comp
         return combined
     if kind == INT_EXP_SUMS:
         combined["max"] = top = rows["max"].max(axis=1)
@@ -303,7 +307,9 @@ def _combine_scaled(rows, scale, combined):
         total = np.ascontiguousarray(np.ldexp(rows["total"], shift)).ravel()
         comp = np.ascontiguousarray(np.ldexp(rows["comp"], shift)).ravel()
     combined["scale"] = scale
-    finish.combine_sum_states(total, comp, rows.shape[1], combined["total"], combined["comp"])
+    out_total, out_comp = np.empty(len(rows)), np.empty(len(rows))
+    finish.combine_sum_states(total, comp, rows.shape[1], out_total, out_comp)
+    combined["total"], combined["comp"] = out_total, out_comp
 
 
 # ---- the finish step ------------------------------------------------------------------------------
@@ -378,8 +384,11 @@ def int_exp_candidates(dtype, states, axes, n_reduced):
     flat = combined.ravel()
     candidates = np.empty(flat.size, dtype=candidate_dtype(dtype))
     candidates["max"] = flat["max"]
+    result = np.empty(flat.size, dtype=INT_WIDENING[dtype][0])
+    decided = np.empty(flat.size, dtype=np.bool_)
     finish.finish_int_log_sum_exp(np.ascontiguousarray(flat["max"]), np.ascontiguousarray(flat["total"]), 1,
-                                  n_reduced, INT_WIDENING[dtype][1], candidates["result"], candidates["decided"])
+                                  n_reduced, INT_WIDENING[dtype][1], result, decided)
+    candidates["result"], candidates["decided"] = result, decided
     return candidates.reshape(combined.shape)
 
 
