@@ -3,8 +3,9 @@
 A ``distributed.LocalCluster`` of two worker processes with one thread each (and one Numba thread
 each, as dask's NumPy reductions use one core per worker) holds a random float32 array of 4 GiB
 (``--quick``: 64 MiB) in memory. Each reduction is timed against dask's own in turns, median of
-the rounds; the peak memory of the workers above their level before the call is sampled (distributed's
-MemorySampler; the median over the rounds) for both. Every result is checked against an oracle computed chunkwise in extended
+the rounds. Then each is computed once more with Python's allocation tracing on the workers
+(tracemalloc, which sees NumPy's buffers): the peak above the level at the start, on the worker
+with the largest. Every result is checked against an oracle computed chunkwise in extended
 precision (NumPy's longdouble, rounded once to float32), and an int64 mean of sums near 2**54
 against exact integer sums. dask and distributed come with ``pip install "numred[dask]"``.
 """
@@ -47,20 +48,42 @@ def _oracle(name, x, axis):
     return total.astype(np.float32)
 
 
-def _timed(client, lazy, sampler, label):
-    """(seconds, result) of computing ``lazy`` on the cluster, its memory sampled under ``label``."""
-    with sampler.sample(label, measure="process", interval=0.05):
-        start = time.perf_counter()
-        result = client.compute(lazy).result()
-        seconds = time.perf_counter() - start
-    return seconds, np.asarray(result)
+def _timed(client, lazy):
+    """(seconds, result) of computing ``lazy`` on the cluster."""
+    start = time.perf_counter()
+    result = client.compute(lazy).result()
+    return time.perf_counter() - start, np.asarray(result)
 
 
-def _peak_above_start(sampler, label, workers):
-    """The peak of the workers' process memory above its first sample, per worker, in MiB."""
-    series = sampler.samples[label]
-    values = [value for _, value in series]
-    return (max(values) - values[0]) / workers / 2**20 if values else float("nan")
+def _start_tracing():
+    """On a worker: trace allocations (NumPy's included) from here on; the memory traced now."""
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    return tracemalloc.get_traced_memory()[0]
+
+
+def _traced_peak():
+    import tracemalloc
+
+    return tracemalloc.get_traced_memory()[1]
+
+
+def _stop_tracing():
+    import tracemalloc
+
+    tracemalloc.stop()
+
+
+def _peak_mib(client, lazy):
+    """The largest peak of traced memory above its level at the start, over the workers, while
+    computing ``lazy`` once more (untimed: tracing slows allocations down), in MiB."""
+    before = client.run(_start_tracing)
+    client.compute(lazy).result()
+    after = client.run(_traced_peak)
+    return max(after[w] - before[w] for w in before) / 2**20
 
 
 def run(args, out) -> int:
@@ -68,7 +91,6 @@ def run(args, out) -> int:
         import dask
         import dask.array as da
         import distributed
-        from distributed.diagnostics import MemorySampler
     except ImportError as exc:
         print(f"--dask needs dask and distributed: pip install \"numred[dask]\" ({exc})", file=out)
         return 2
@@ -84,7 +106,7 @@ def run(args, out) -> int:
     rows = 1024 if args.quick else 65536
     shape, chunks = (rows, 16384), (rows // 16 if args.quick else 2048, 16384)
     workers = 2
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.NUMBA_NUM_THREADS": "1"}), \
+    with dask.config.set({"distributed.nanny.environ.NUMBA_NUM_THREADS": "1"}), \
             distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                      dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         x = da.random.default_rng(0).standard_normal(shape, dtype=np.float32, chunks=chunks).persist()
@@ -95,9 +117,9 @@ def run(args, out) -> int:
               f"{shape[1]} ({x.nbytes / 2**30:.2f} GiB, {x.npartitions} chunks of {chunk_mib:.0f} MiB), "
               f"median of {rounds} rounds in turns", file=out)
         print(f"{'operator':<20}{'axis':>6}{'numred':>10}{'dask':>10}{'ratio':>8}"
-              f"{'exact (numred/dask)':>22}{'peak MiB/worker (numred/dask)':>32}", file=out)
-        sampler = MemorySampler()
+              f"{'exact (numred/dask)':>22}{'peak MiB on a worker (numred/dask)':>36}", file=out)
         worst_ratio = math.inf
+        most_above = -math.inf  # numred's peak memory above dask's, MiB
         for name, dask_way in ways.items():
             for axis in (None, 1):
                 ours = getattr(numred, name)(x, axes=axis, keepdims=0)
@@ -106,22 +128,25 @@ def run(args, out) -> int:
                 client.compute(ours).result()  # untimed: the workers load (or compile) the kernels
                 ours_times, theirs_times = [], []
                 for r in range(rounds):
-                    seconds, got = _timed(client, ours, sampler, f"numred {name} {axis} {r}")
+                    seconds, got = _timed(client, ours)
                     ours_times.append(seconds)
-                    seconds, peer = _timed(client, theirs, sampler, f"dask {name} {axis} {r}")
+                    seconds, peer = _timed(client, theirs)
                     theirs_times.append(seconds)
                 ratio = statistics.median(theirs_times) / statistics.median(ours_times)
                 worst_ratio = min(worst_ratio, ratio)
                 exact = (f"{int(np.sum(got != expected))}/{int(np.sum(peer.astype(np.float32) != expected))} "
                          f"of {expected.size} off")
-                peaks = [statistics.median(_peak_above_start(sampler, f"{who} {name} {axis} {r}", workers)
-                                           for r in range(rounds)) for who in ("numred", "dask")]
+                peaks = [_peak_mib(client, ours), _peak_mib(client, theirs)]
+                client.run(_stop_tracing)
                 print(f"{name:<20}{str(axis):>6}{statistics.median(ours_times) * 1e3:>8.1f}ms"
                       f"{statistics.median(theirs_times) * 1e3:>8.1f}ms{ratio:>7.2f}x{exact:>22}"
-                      f"{peaks[0]:>16.0f} / {peaks[1]:<13.0f}", file=out)
+                      f"{peaks[0]:>21.1f} / {peaks[1]:<12.1f}", file=out)
+                most_above = max(most_above, peaks[0] - peaks[1])
         del x
         _integer_mean(client, da, numred, out, args.quick)
         print(f"slowest ratio (dask time / numred time): {worst_ratio:.2f}x; ratio above 1: numred faster", file=out)
+        print(f"peak memory: numred's at most {most_above:.1f} MiB above dask's on a worker "
+              f"(a tenth of a chunk: {chunk_mib / 10:.1f} MiB)", file=out)
     return 0
 
 
