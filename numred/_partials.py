@@ -131,7 +131,7 @@ def chunk_states(op: Op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     if kind == SUMS:
         states = _float_states(op, plan, src, dtype, lambda: _rows(x, axes))
     elif kind == EXP_SUMS:
-        maxima = _maxima(plan, src, dtype)
+        maxima = _maxima(_parallel(plan), src, dtype)
         total, comp = _term_sums(plan, src, EXP, dtype, maxima=maxima)
         states = np.empty(plan.n_kept, dtype=_EXP_SUMS)
         states["max"], states["total"], states["comp"] = maxima, total, comp
