@@ -71,20 +71,15 @@ def selected_cases(args: argparse.Namespace) -> list[Case]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dtype", default="float32", choices=DTYPE_NAMES, help="input dtype (default float32)"
-    )
+    parser.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="input dtype (default float32)")
     parser.add_argument(
         "--more",
         action="store_true",
         help="also time common layouts beyond the standard cases (short rows, few rows, a narrow inner "
         "axis, transformer rows, per-channel image statistics, every other element)",
     )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"fewer repeats, and skip the cases with {LARGE_ELEMENTS} or more elements",
-    )
+    parser.add_argument("--quick", action="store_true",
+                        help=f"fewer repeats, and skip the cases with {LARGE_ELEMENTS} or more elements")
     parser.add_argument(
         "--rounds",
         type=int,
@@ -114,31 +109,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="no progress bar (there is none anyway when stderr is not a terminal "
         "or tqdm is not installed)",
     )
-    parser.add_argument(
-        "--plot",
-        metavar="FILE.png",
-        default=None,
-        help="draw the speedups (peer time / numred time) to this image; needs matplotlib",
-    )
+    parser.add_argument("--plot", metavar="FILE.png", default=None,
+                        help="draw the speedups (peer time / numred time) to this image; needs matplotlib")
     parser.add_argument(
         "--dtype-rates",
         action="store_true",
         help=f"instead of the peer table: numred's elements per second on {', '.join(RATE_DTYPES)} "
         "against float32, the dtypes timed in turns in each round (--dtype is ignored)",
     )
-    parser.add_argument(
-        "--dask",
-        action="store_true",
-        help="instead of the peer table: numred against dask's own reductions on a 4 GiB float32 Dask "
-        "array held by a local cluster of two worker processes (64 MiB with --quick), with each "
-        "result's exactness and the workers' peak memory; needs pip install \"numred[dask]\"",
-    )
-    parser.add_argument(
-        "--json",
-        metavar="FILE",
-        default=None,
-        help="write every measurement (seconds per call) and the run's settings as JSON",
-    )
+    parser.add_argument("--dask", action="store_true",
+                        help="instead of the peer table: numred against dask's own reductions on a 4 GiB float32 "
+                        "Dask array held by a local cluster of two worker processes (64 MiB with --quick), with "
+                        "each result's exactness and the workers' peak memory; needs pip install \"numred[dask]\"")
+    parser.add_argument("--json", metavar="FILE", default=None,
+                        help="write every measurement (seconds per call) and the run's settings as JSON")
 
 
 # ---------------------------------------------------------------------------------- dtype rates
