@@ -47,24 +47,24 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes):
     if n_reduced == 0 and dtype.kind in "iu" and op.empty_int is None:
         reduce_in_memory(op, np.empty((0,), dtype=dtype), None, 1, 0)  # raises the front end's ValueError
     name = op.name
-    states_meta = np.empty((0,) * data.ndim, dtype=_partials.state_dtype(op, dtype))
     meta = np.empty((0,) * (data.ndim if keepdims else data.ndim - len(axes)), dtype=dtype)
     chunk = functools.partial(_chunk_states, name)
     combine = functools.partial(_combine_states, name, dtype)
     if _partials.state_kind(op, dtype) != _partials.INT_EXP_SUMS:
         return _reduction(name, data, chunk, functools.partial(_finish_states, name, dtype, n_reduced), combine,
-                          axes, keepdims, meta, states_meta)
+                          axes, keepdims, meta)
     # integer log-sum-exp: float64 decides nearly every output; the others are decided exactly from
     # the distances of their elements to the max, read in a second pass over the data
     candidates_meta = np.empty((0,) * data.ndim, dtype=_partials.candidate_dtype(dtype))
     candidates = _reduction(name, data, chunk, functools.partial(_int_exp_candidates, dtype, n_reduced), combine,
-                            axes, True, candidates_meta, states_meta)
-    distances_meta = np.empty((0,) * data.ndim, dtype=_distances_dtype(dtype))
+                            axes, True, candidates_meta)
     return _reduction(f"{name}-exactly", data, _exp_distances, functools.partial(_decide_int_exp, dtype, n_reduced),
-                      _merge_distances, axes, keepdims, meta, distances_meta, weights=candidates)
+                      _merge_distances, axes, keepdims, meta, weights=candidates)
 
 
-def _reduction(name, data, chunk, aggregate, combine, axes, keepdims, meta, states_meta, weights=None):
+def _reduction(name, data, chunk, aggregate, combine, axes, keepdims, meta, weights=None):
+    """dask.array.reduction with numred's steps; ``meta``: an empty array of the result's dtype and
+    rank (the states in between are the steps' own business)."""
     import dask.array as da
 
     return da.reduction(data, chunk, aggregate, combine=combine, axis=axes, keepdims=bool(keepdims),

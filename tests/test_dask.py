@@ -127,6 +127,21 @@ def test_integer_log_sum_exp_next_to_an_integer_is_decided_exactly_across_chunks
     oracle.assert_matches(got, oracle.expected("reduce_log_sum_exp", x, [1], 0))
 
 
+@pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum", "reduce_l2", "reduce_log_sum", "reduce_sum_square"])
+def test_float64_sums_beyond_the_range_in_some_chunks_are_carried_scaled(opname):
+    # the contract's ReduceL2 examples and sums whose partial sums overflow, one element per chunk:
+    # the block states carry a power-of-two scale, and the combine step finds the overflow too
+    big, tiny = 1.7e308, 1e-200
+    for values in ([1e200, 1e200], [tiny] * 4, [big, big, -big, -big, 3.0], [big, big, 1.0], [5e-324] * 3,
+                   [big, -big, big]):
+        x = np.array(values, dtype=np.float64)
+        check_dask_against_oracle(opname, x, 1, None, 0, 0)
+        check_dask_against_oracle(opname, np.stack([x, -x]), (1, 2), [1], 0, 0)
+    assert numred.reduce_l2(da.from_array(np.array([1e200, 1e200]), chunks=1), keepdims=0).compute() == \
+        1.4142135623730951e200
+    assert numred.reduce_l2(da.from_array(np.full(4, 1e-200), chunks=1), keepdims=0).compute() == 2e-200
+
+
 def test_errors_the_shapes_decide_are_raised_at_the_call():
     x = da.zeros((4, 6), dtype=np.float32, chunks=2)
     with pytest.raises(np.exceptions.AxisError):
