@@ -43,7 +43,7 @@ from . import _derived, _exact
 from ._compute import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, LOG, PRODUCT, RESULT_DTYPE, SQRT, SQUARES,
                        SUM, _NO_MAXIMA, _SUM_RESCALE, Undecided, _as_dtype, _geometry, _maxima, _tasks,
                        int_log_sum_exp_overflow)
-from ._frontend import CARRIERS, add_bfloat16
+from ._frontend import CARRIERS, add_bfloat16, reduce
 from ._plan import make_plan
 from ._registry import OPS_BY_NAME, Op
 from ._runtime import run
@@ -60,7 +60,6 @@ _PRODUCTS = np.dtype([("fraction", np.float64), ("exponent", np.int64)])
 _OBJECT = np.dtype(object)
 # ReduceL1 and ReduceSumSquare of integers: their pieces' results (modulo 2**bits) add up
 _COMBINED_BY = {"reduce_l1": "reduce_sum", "reduce_sum_square": "reduce_sum"}
-_LN_2 = math.log(2.0)
 
 
 def state_kind(op: Op, dtype: np.dtype) -> str:
@@ -104,8 +103,7 @@ def _identity(op, dtype, shape):
 
 
 def _reduce(op, x, axes):
-    from ._frontend import reduce
-
+    """``op`` of ``x`` over ``axes`` in memory, keepdims: the states of RESULTS and empty sets."""
     return reduce(op, x, list(axes), 1, 0)
 
 
@@ -363,7 +361,7 @@ def _finished(op, dtype, kind, states, n_reduced):
             if step == SQRT:
                 result[scaled] = np.ldexp(np.sqrt(value), states["scale"][scaled] // 2)
             elif step == LOG:
-                result[scaled] = np.log(value) + states["scale"][scaled] * _LN_2
+                result[scaled] = np.log(value) + states["scale"][scaled] * _derived._LN_2
             else:
                 result[scaled] = np.ldexp(value / divisor, states["scale"][scaled].astype(np.int32))
     return _as_dtype(result, dtype)
