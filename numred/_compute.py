@@ -196,13 +196,19 @@ def _finished_call(reduction, plan, dtype):
                       finite=True)
 
 
+def products_kernel(plan, dtype) -> str:
+    """The name of ReduceProd's kernel (kernels.table.PRODUCTS) for ``dtype`` on ``plan``."""
+    kind = "float64" if dtype == np.float64 else "float" if dtype in FLOAT_BITS else "int"
+    return table.PRODUCTS[kind, plan.tile > 1]
+
+
 def _products_call(plan, dtype):
     """The KernelCall of a ReduceProd with one chunk per output, whose products kernel stores the
     finished results; None with chunks (their partials are combined in _derived.products)."""
     if plan.nchunks != 1:
         return None
     floats = dtype in FLOAT_BITS
-    return KernelCall(table.KERNELS["float_products" if floats else "int_products"], plan.parallel,
+    return KernelCall(table.KERNELS[products_kernel(plan, dtype)], plan.parallel,
                       (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, _NO_PARTIALS, _NO_EXPONENTS),
                       RESULT_DTYPE[dtype] if floats else dtype)
 

@@ -14,7 +14,7 @@ import numpy as np
 from . import _exact
 from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
                        WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
-                       _geometry, _launch, _tasks, compute, kernel_call)
+                       _geometry, _launch, _tasks, compute, kernel_call, products_kernel)
 from .kernels import finish, table
 from .kernels.serial import L2_SMALLEST_SUM
 
@@ -119,7 +119,7 @@ def products(plan, src, dtype):
         return _as_dtype(result, dtype)
     exponents = np.empty(_tasks(plan), dtype=np.int64)
     mantissas = np.empty(_tasks(plan) if floats else 0)
-    _launch("float_products" if floats else "int_products", plan, *_geometry(plan, src), plan.tile, mantissas,
+    _launch(products_kernel(plan, dtype), plan, *_geometry(plan, src), plan.tile, mantissas,
             exponents, np.empty(0, dtype=carrier))
     if not floats:
         return np.multiply.reduce(exponents.view(np.uint64).reshape(plan.n_kept, plan.nchunks), axis=1).astype(dtype)

@@ -42,7 +42,7 @@ import numpy as np
 from . import _derived, _exact
 from ._compute import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, LOG, PRODUCT, RESULT_DTYPE, SQRT, SQUARES,
                        SUM, _NO_MAXIMA, _SUM_RESCALE, Undecided, _as_dtype, _geometry, _maxima, _tasks,
-                       int_log_sum_exp_overflow)
+                       int_log_sum_exp_overflow, products_kernel)
 from ._frontend import CARRIERS, add_bfloat16, reduce
 from ._plan import make_plan
 from ._registry import OPS_BY_NAME, Op
@@ -205,7 +205,7 @@ def _product_states(plan, src, dtype):
     """(fraction, exponent) per output from the products kernel's partials (kernels.products)."""
     exponents = np.empty(_tasks(plan), dtype=np.int64)
     mantissas = np.empty(_tasks(plan))
-    run(table.KERNELS["float_products"], True, *_geometry(plan, src), plan.tile, mantissas, exponents,
+    run(table.KERNELS[products_kernel(plan, dtype)], True, *_geometry(plan, src), plan.tile, mantissas, exponents,
         np.empty(0, dtype=RESULT_DTYPE[dtype]))
     return _packed_products(*_derived.product_states(mantissas.reshape(plan.n_kept, plan.nchunks),
                                                      exponents.reshape(plan.n_kept, plan.nchunks)))

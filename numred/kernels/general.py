@@ -69,7 +69,7 @@ def _float_sums_for(mode):
         step = rstrides[-1]
         block = compensation_block(src)
         for task in prange(_n_tasks(kshape, tile, nchunks)):
-            k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
             if tile == 1:
                 shift = maxima[k0] if mode == SUM_EXP else scale
@@ -166,7 +166,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
     nr = np.prod(rshape)
     step = rstrides[-1]
     for task in prange(_n_tasks(kshape, tile, nchunks)):
-        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
         origin = base + _offset_of(k0, kshape, kstrides)
         low = np.zeros(width, dtype=np.uint64)
         high = np.zeros(width, dtype=np.uint64)
@@ -240,7 +240,7 @@ def _max_keys_for(float_bits):
         nr = np.prod(rshape)
         step = rstrides[-1]
         for task in prange(_n_tasks(kshape, tile, nchunks)):
-            k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
             lowest = lowest_key(src[origin])
             # every magnitude is at least 0, in src's type; integer data has none (passed through)
@@ -306,7 +306,7 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
     nr = np.prod(rshape)
     step = rstrides[-1]
     for task in prange(_n_tasks(kshape, tile, nchunks)):
-        k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+        k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
         origin = base + _offset_of(k0, kshape, kstrides)
         if tile == 1:
             top = maxima[k0]

@@ -61,7 +61,7 @@ def _times_float64(m, e, x):
     if x != 0.0 and abs(x) < _SMALLEST_NORMAL:
         x *= _SUBNORMAL_SCALE
         e -= 64
-    mantissa, exponent = _renormalised(x, 0)  # (0, inf and NaN as they are)
+    mantissa, exponent = _renormalised(x, np.int64(0))  # (0, inf and NaN as they are)
     return _renormalised(m * mantissa, e + exponent)
 
 
@@ -117,12 +117,18 @@ def _lanes_product(run, n):
 
 
 @njit(fastmath=False)
-def _float_run_product(src, offset, n, step, m, e):
-    """(m, e) times the product of one strided run of float elements."""
-    if src.itemsize == 8:  # float64: each factor split too (_float64_factor)
-        for i in range(n):
-            m, e = _times_float64(m, e, src[offset + i * step])
-        return m, e
+def _float64_run_product(src, offset, n, step, m, e):
+    """(m, e) times the product of one strided run of float64 elements, each factor split too
+    (_times_float64)."""
+    for i in range(n):
+        m, e = _times_float64(m, e, src[offset + i * step])
+    return m, e
+
+
+@njit(fastmath=False)
+def _narrow_run_product(src, offset, n, step, m, e):
+    """(m, e) times the product of one strided run of narrow float elements, four factors between
+    renormalisations."""
     if step == 1 and n >= 4 * LANES:
         lanes_m, lanes_e = _lanes_product(_view(src, offset, offset + n), n)
         return _renormalised(m * lanes_m, e + lanes_e)
@@ -136,9 +142,12 @@ def _float_run_product(src, offset, n, step, m, e):
     return m, e
 
 
-def _products_for(floats):
-    """The products kernel for float data (``floats``: mantissa and exponent partials) or integer
-    data (wrapping uint64 partials), a constant."""
+def _products_for(floats, float64, tiles):
+    """The products kernel of float data (``floats``: mantissa and exponent partials; ``float64`` or
+    a narrower float) or integer data (wrapping uint64 partials), for single runs per output or for
+    ``tiles`` of neighbouring outputs: constants, so that a call compiles only the code it runs (the
+    runs of 1000x1000 float32 over axis 1 compiled in 4.7 s with the tiles' code beside them)."""
+    group = 1 if float64 else 4  # factors between renormalisations (module docstring)
 
     def products(src, base, dims, kept_ndim, nchunks, tile, out_mantissas, out_exponents, result):
         """Per task (``width`` outputs from k0: one, or a tile of neighbouring ones; a chunk c of the
@@ -151,18 +160,19 @@ def _products_for(floats):
         kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
         step = rstrides[-1]
-        group = 1 if src.itemsize == 8 else 4  # factors between renormalisations (module docstring)
         for task in prange(_n_tasks(kshape, tile, nchunks)):
-            k0, width, c, pos, end = _task(task, kshape, tile, nchunks, nr)
+            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
-            if tile == 1:
+            if not tiles:
                 m = 1.0
-                e = 0
+                e = np.int64(0)  # (not a literal 0: the run's product would be compiled for both)
                 bits = _U64(1)
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
-                    if floats:
-                        m, e = _float_run_product(src, origin + offset, n, step, m, e)
+                    if floats and float64:
+                        m, e = _float64_run_product(src, origin + offset, n, step, m, e)
+                    elif floats:
+                        m, e = _narrow_run_product(src, origin + offset, n, step, m, e)
                     else:
                         for i in range(n):
                             bits *= as_bits(src[origin + offset + i * step])
@@ -176,73 +186,73 @@ def _products_for(floats):
                     out_mantissas[k0 * nchunks + c], out_exponents[k0 * nchunks + c] = _renormalised(m, e)
                 else:
                     out_exponents[k0 * nchunks + c] = np.int64(bits)
-                continue
-            # narrow floats: back-to-back rows of a narrow tile read as wide rows of ``per_wide`` rows
-            # (general._rows_per_wide_row), each column's factors in per_wide lanes, multiplied
-            # together at the end
-            per_wide = _rows_per_wide_row(width, step, end - pos) if floats and group == 4 else 1
-            wide = per_wide * width
-            ms = np.ones(wide)
-            es = np.zeros(wide, dtype=np.int64)
-            words = np.ones(width, dtype=np.uint64)
-            rows = 0
-            while pos < end:
-                offset, n = _next_run(pos, end, rshape, rstrides)
-                j = 0
-                while j < n:
-                    row = origin + offset + j * step
-                    if floats and group == 4 and rows == 0 and j + 4 * per_wide <= n:
-                        # four (wide) rows in one pass, renormalised in it: one load and store of each
-                        # lane's (mantissa, exponent) per four rows instead of five. 1000x1000 float32
-                        # over axis 0 took 0.69-0.74x the time, 4096x4096 0.45-0.49x, 32x64x56x56 over
-                        # axis 1 0.58-0.65x; with wide rows, 4194304x4 0.21x and 256x1024x8 over axis 1
-                        # 0.38x (processes in turns)
-                        row0 = _view(src, row, row + wide)
-                        row1 = _view(src, row + per_wide * step, row + per_wide * step + wide)
-                        row2 = _view(src, row + 2 * per_wide * step, row + 2 * per_wide * step + wide)
-                        row3 = _view(src, row + 3 * per_wide * step, row + 3 * per_wide * step + wide)
-                        for w in range(wide):
-                            m, e = _renormalised(ms[w] * ((as_float64(row0[w]) * as_float64(row1[w]))
-                                                          * (as_float64(row2[w]) * as_float64(row3[w]))), es[w])
-                            ms[w] = m
-                            es[w] = e
-                        j += 4 * per_wide
-                        continue
-                    if floats and group == 1:
-                        for w in range(width):
-                            ms[w], es[w] = _times_float64(ms[w], es[w], as_float64(src[row + w]))
-                    elif floats:  # (a view of the row, so that the loops vectorise)
-                        factors = _view(src, row, row + width)
-                        for w in range(width):
-                            ms[w] *= as_float64(factors[w])
-                        rows += 1
-                        if rows == group:
-                            for w in range(width):
-                                m, e = _renormalised(ms[w], es[w])
+            else:
+                # narrow floats: back-to-back rows of a narrow tile read as wide rows of ``per_wide``
+                # rows (general._rows_per_wide_row), each column's factors in per_wide lanes,
+                # multiplied together at the end
+                per_wide = _rows_per_wide_row(width, step, end - pos) if floats and group == 4 else 1
+                wide = per_wide * width
+                ms = np.ones(wide)
+                es = np.zeros(wide, dtype=np.int64)
+                words = np.ones(width, dtype=np.uint64)
+                rows = 0
+                while pos < end:
+                    offset, n = _next_run(pos, end, rshape, rstrides)
+                    j = 0
+                    while j < n:
+                        row = origin + offset + j * step
+                        if floats and group == 4 and rows == 0 and j + 4 * per_wide <= n:
+                            # four (wide) rows in one pass, renormalised in it: one load and store of each
+                            # lane's (mantissa, exponent) per four rows instead of five. 1000x1000 float32
+                            # over axis 0 took 0.69-0.74x the time, 4096x4096 0.45-0.49x, 32x64x56x56 over
+                            # axis 1 0.58-0.65x; with wide rows, 4194304x4 0.21x and 256x1024x8 over axis 1
+                            # 0.38x (processes in turns)
+                            row0 = _view(src, row, row + wide)
+                            row1 = _view(src, row + per_wide * step, row + per_wide * step + wide)
+                            row2 = _view(src, row + 2 * per_wide * step, row + 2 * per_wide * step + wide)
+                            row3 = _view(src, row + 3 * per_wide * step, row + 3 * per_wide * step + wide)
+                            for w in range(wide):
+                                m, e = _renormalised(ms[w] * ((as_float64(row0[w]) * as_float64(row1[w]))
+                                                              * (as_float64(row2[w]) * as_float64(row3[w]))), es[w])
                                 ms[w] = m
                                 es[w] = e
-                            rows = 0
+                            j += 4 * per_wide
+                            continue
+                        if floats and group == 1:
+                            for w in range(width):
+                                ms[w], es[w] = _times_float64(ms[w], es[w], as_float64(src[row + w]))
+                        elif floats:  # (a view of the row, so that the loops vectorise)
+                            factors = _view(src, row, row + width)
+                            for w in range(width):
+                                ms[w] *= as_float64(factors[w])
+                            rows += 1
+                            if rows == group:
+                                for w in range(width):
+                                    m, e = _renormalised(ms[w], es[w])
+                                    ms[w] = m
+                                    es[w] = e
+                                rows = 0
+                        else:
+                            for w in range(width):
+                                words[w] *= as_bits(src[row + w])
+                        j += 1
+                    pos += n
+                for w in range(width):  # (the other lanes were renormalised after their last pass)
+                    m, e = _renormalised(ms[w], es[w])
+                    for lane in range(w + width, wide, width):
+                        m, e = _renormalised(m * ms[lane], e + es[lane])
+                    ms[w] = m
+                    es[w] = e
+                for w in range(width):
+                    if out_exponents.size == 0:
+                        if floats:
+                            store_rounded(result, k0 + w, finished_product(ms[w], es[w]))
+                        else:
+                            result[k0 + w] = words[w]
+                    elif floats:
+                        out_mantissas[(k0 + w) * nchunks + c], out_exponents[(k0 + w) * nchunks + c] = \
+                            _renormalised(ms[w], es[w])
                     else:
-                        for w in range(width):
-                            words[w] *= as_bits(src[row + w])
-                    j += 1
-                pos += n
-            for w in range(width):  # (the other lanes were renormalised after their last pass)
-                m, e = _renormalised(ms[w], es[w])
-                for lane in range(w + width, wide, width):
-                    m, e = _renormalised(m * ms[lane], e + es[lane])
-                ms[w] = m
-                es[w] = e
-            for w in range(width):
-                if out_exponents.size == 0:
-                    if floats:
-                        store_rounded(result, k0 + w, finished_product(ms[w], es[w]))
-                    else:
-                        result[k0 + w] = words[w]
-                elif floats:
-                    out_mantissas[(k0 + w) * nchunks + c], out_exponents[(k0 + w) * nchunks + c] = \
-                        _renormalised(ms[w], es[w])
-                else:
-                    out_exponents[(k0 + w) * nchunks + c] = np.int64(words[w])
+                        out_exponents[(k0 + w) * nchunks + c] = np.int64(words[w])
 
     return products

@@ -25,6 +25,10 @@ FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mod
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
 MAX_KEYS = {True: "max_float_keys", False: "max_ints"}  # by float bits or integer data
+# ReduceProd by (element kind, tiles): "int", "float" (narrower floats) or "float64"; single runs per
+# output or tiles of neighbouring outputs (Plan.tile > 1)
+PRODUCTS = {(kind, tiles): f"{kind}_products{'_tiles' if tiles else ''}"
+            for kind in ("int", "float", "float64") for tiles in (False, True)}
 KERNELS = {
     name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
@@ -33,7 +37,7 @@ KERNELS = {
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]
     + [(MAX_KEYS[float_bits], _max_keys_for(float_bits)) for float_bits in MAX_KEYS]
-    + [(f"{'float' if floats else 'int'}_products", _products_for(floats)) for floats in (True, False)]
+    + [(name, _products_for(kind != "int", kind == "float64", tiles)) for (kind, tiles), name in PRODUCTS.items()]
     + [(fn.__name__, fn) for fn in (int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,
                                     float_blocks_log_sum_exp, int_blocks_log_sum_exp, float_rows_extrema,
                                     int_rows_extrema)]
