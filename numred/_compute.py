@@ -426,7 +426,8 @@ def _maxima(plan, src, dtype, minimum=False):
     # a min is the max of keys with every bit flipped (kernels.maxima.flipped; -1 is all ones in
     # every key type), flipped back at the end
     flip = -1 if minimum else 0
-    _launch(table.MAX_KEYS[is_float], plan, *_geometry(plan, keys), plan.tile, inf_bits, flip, partial, nans)
+    _launch(table.MAX_KEYS[is_float, plan.tile > 1], plan, *_geometry(plan, keys), plan.tile, inf_bits, flip, partial,
+            nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         finish.finish_max(partial, plan.nchunks, keys)

@@ -24,7 +24,9 @@ FLOAT_TILES = {(mode, narrow): FLOAT_SUMS[mode].replace("_sum", "_narrow_tiles_s
 FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES, SUM_ABS)}
 INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
 INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
-MAX_KEYS = {True: "max_float_keys", False: "max_ints"}  # by float bits or integer data
+# by (float bits or integer data, tiles of outputs or single outputs)
+MAX_KEYS = {(float_bits, tiles): f"max_{'float_keys' if float_bits else 'ints'}{'_tiles' if tiles else ''}"
+            for float_bits in (True, False) for tiles in (False, True)}
 # ReduceProd by (element kind, tiles): "int", "float" (narrower floats) or "float64"; single runs per
 # output or tiles of neighbouring outputs (Plan.tile > 1)
 PRODUCTS = {(kind, tiles): f"{kind}_products{'_tiles' if tiles else ''}"
@@ -36,7 +38,7 @@ KERNELS = {
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]
-    + [(MAX_KEYS[float_bits], _max_keys_for(float_bits)) for float_bits in MAX_KEYS]
+    + [(name, _max_keys_for(*float_bits_tiles)) for float_bits_tiles, name in MAX_KEYS.items()]
     + [(name, _products_for(kind != "int", kind == "float64", tiles)) for (kind, tiles), name in PRODUCTS.items()]
     + [(fn.__name__, fn) for fn in (int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,
                                     float_blocks_log_sum_exp, int_blocks_log_sum_exp, float_rows_extrema,
