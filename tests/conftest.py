@@ -77,14 +77,6 @@ def pytest_xdist_node_collection_finished(node, ids):
         _precompile(node.config, len(ids))
 
 
-def pytest_collection_modifyitems(config, items):
-    # The modules holding slow tests run first, each kept whole (their module-scoped fixtures are set
-    # up once): under pytest-xdist a test of a minute or more that starts last keeps the run going
-    # while the other worker idles. (Stable: every other order stays as collected.)
-    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
-
-
 def pytest_configure(config):
     # onnx emits RuntimeWarnings when its backend test cases are generated; they are not ours
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"onnx\..*")
