@@ -14,7 +14,7 @@ import numpy as np
 from . import _exact
 from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
                        WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
-                       _geometry, _launch, _tasks, compute, kernel_call, products_kernel)
+                       _geometry, _int_sums, _launch, _tasks, compute, kernel_call, products_kernel)
 from .kernels import finish, table
 from .kernels.serial import L2_SMALLEST_SUM
 
@@ -176,29 +176,36 @@ def int_totals(plan, src, dtype):
 
 
 def squares_fit(plan, src, dtype):
-    """Whether every output's exact integer sum of squares is below 2**bits, so that the wrapping sum
-    of squares is that sum. max|x| is first bounded over all of src's memory (NumPy's max and min, in
-    exact integers; src may hold elements between the input's own, which can only raise the bound),
-    and only where that bound is too large per output, by ReduceMax's and ReduceMin's kernels: data
-    of moderate magnitude compiles and runs no maxima kernels."""
+    """Whether every output's exact integer sum of squares is below 2**64, so that the wrapping sum
+    of squares modulo 2**64 (int_square_sums) is that sum. max|x| is first bounded over all of src's
+    memory (NumPy's max and min, in exact integers; src may hold elements between the input's own,
+    which can only raise the bound), and only where that bound is too large per output, by
+    ReduceMax's and ReduceMin's kernels: data of moderate magnitude compiles and runs no maxima
+    kernels."""
     n = plan.n_reduced
-    bits = 8 * dtype.itemsize
-    if n * max(abs(int(src.max())), abs(int(src.min()))) ** 2 < 1 << bits:
+    if n * max(abs(int(src.max())), abs(int(src.min()))) ** 2 < 1 << 64:
         return True
     largest = _largest_magnitudes(plan, src, dtype)
     # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
-    return bool(np.all(n * largest * largest < 2.0**bits * (1 - 2.0**-40)))
+    return bool(np.all(n * largest * largest < 2.0**64 * (1 - 2.0**-40)))
 
 
 def int_square_sums(plan, src, dtype):
-    """The wrapping integer sum of squares of each output, as uint64 (exact where squares_fit)."""
-    return compute(_INT_SQUARES, plan, src, dtype).view(np.dtype(f"u{dtype.itemsize}")).astype(np.uint64)
+    """The integer sum of squares of each output modulo 2**64, as uint64 (exact where squares_fit).
+    The kernels square and add in uint64; 32-bit data's results go to a uint64 array of their own
+    (ReduceSumSquare stores only their low 32 bits), so that every int32 or uint32 L2 whose sum of
+    squares is below 2**64, all of those whose result fits, is decided here and not in Python."""
+    if dtype.itemsize == 8:
+        return compute(_INT_SQUARES, plan, src, dtype).view(np.uint64)
+    sums = np.empty(plan.n_kept, dtype=np.uint64)
+    _int_sums(plan, src, True, 1, sums)
+    return sums
 
 
 def _int_l2(plan, src, dtype):
     """isqrt of the exact integer sum of squares of each output: from the wrapping sum of squares,
     which is that sum where it fits (squares_fit); elsewhere Undecided: the rows are summed in
-    Python (_exact.l2)."""
+    Python (_exact.l2). ValueError where a root does not fit the dtype (int32: 2**31 and above)."""
     if not squares_fit(plan, src, dtype):
         raise Undecided
     squares = int_square_sums(plan, src, dtype)
@@ -209,4 +216,6 @@ def _int_l2(plan, src, dtype):
     for _ in range(2):
         up = roots + np.uint64(1)
         roots += ((roots < np.uint64(2**32 - 1)) & (up * up <= squares)).astype(np.uint64)
-    return roots.astype(dtype)  # below 2**(bits / 2): it fits
+    if roots.size and int(roots.max()) > np.iinfo(dtype).max:
+        raise _exact.l2_does_not_fit(dtype)
+    return roots.astype(dtype)

@@ -114,6 +114,46 @@ def test_int_l2_of_a_view_whose_gaps_hold_values_too_large_to_square(dtype, shap
     assert_matches(numred.reduce_l2(big, 1), expected("reduce_l2", big, 1))
 
 
+# one (shape, axes) per layout kind of the plan: serial runs, tiles and general walks; parallel rows,
+# tiles, narrow tiles, general walks, blocks; chunked runs and tiles of few outputs
+_LAYOUT_KINDS = [((9, 10), (1,)), ((9, 10), (0,)), ((3, 2, 2), (1,)), ((300, 200), (1,)), ((301, 200), (0,)),
+                 ((100, 300, 4), (1,)), ((20, 30, 40, 10), (1, 3)), ((30, 40, 50), (0, 2)), ((4, 300_000), (1,)),
+                 ((300_000, 4), (0,))]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+@pytest.mark.parametrize("shape,axes", _LAYOUT_KINDS, ids=[f"{'x'.join(map(str, s))}-{a}" for s, a in _LAYOUT_KINDS])
+def test_32bit_l2_of_roots_beyond_16_bits_is_decided_by_the_kernels(dtype, shape, axes, monkeypatch):
+    # A 32-bit ReduceL2 whose sum of squares exceeds 2**32 (any root of 17 bits or more) but stays
+    # below 2**64 comes from the kernels' sums of squares modulo 2**64, on every layout kind, not
+    # from Python's exact rows (600x the time on 1000x1000 int32). Oracle: |x| < 2**20 and fewer than
+    # 2**23 elements per output, so NumPy's int64 sum of the squares is exact; math.isqrt of it.
+    monkeypatch.setattr(numred._exact, "sums_of_squares", _no_exact_rows)
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(0 if np.dtype(dtype).kind == "u" else -(2**20), 2**20, shape).astype(dtype)
+    sums = np.sum(x.astype(np.int64) ** 2, axis=axes, keepdims=True)
+    assert sums.max() >= 2**36  # roots of 19 bits and more
+    want = np.vectorize(math.isqrt, otypes=[np.int64])(sums).astype(dtype)
+    got = numred.reduce_l2(x, list(axes))
+    assert got.dtype == dtype and np.array_equal(got, want)
+
+
+def _no_exact_rows(rows):
+    raise AssertionError("summed in Python")
+
+
+@pytest.mark.parametrize("shape,axes", [((2,), (0,)), ((300, 2), (1,)), ((2, 300), (0,))])
+def test_int32_l2_whose_root_does_not_fit_raises(shape, axes):
+    # sums of squares of 2**63, below 2**64, so decided by the kernels: roots of 3037000499.96 do not fit
+    # int32 (largest 2**31 - 1) and must raise, not wrap; one below 2**62 fits
+    x = np.full(shape, -(2**31), np.int32)
+    with pytest.raises(ValueError, match="does not fit in int32"):
+        numred.reduce_l2(x, list(axes))
+    x[...] = -(2**30)
+    got = numred.reduce_l2(x, list(axes))
+    assert got.dtype == np.int32 and np.all(got == math.isqrt(2 * 2**60))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 @pytest.mark.parametrize("n", [127, 128, 129, 1000, 4099])  # around the lanes' block (kernels.products.LANES)
 def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):

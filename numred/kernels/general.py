@@ -184,7 +184,7 @@ def int_sums(src, base, dims, kept_ndim, nchunks, tile, squares, count, out_low,
         else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
             m = _rows_per_wide_row(width, step, end - pos)
             # only the accumulators this sum uses (_fold_halves): half the memory a task touches
-            low_acc = low_accumulators(src, m * width if squares or not narrow_int(src) else 0)
+            low_acc = low_accumulators(src, result, m * width if squares or not narrow_int(src) else 0)
             high_acc = np.zeros(0 if squares else m * width, dtype=np.int64)
             rows = 0
             while pos < end:

@@ -252,18 +252,21 @@ def _narrow_int_impl(x):
     return lambda x: narrow
 
 
-def low_accumulators(src, n):
+def low_accumulators(src, result, n):
     """n zeroed ``low_acc`` accumulators of a tile (int_sums). For data of 32 bits or fewer they hold
-    only wrapping sums of squares, whose results keep the low 32 bits anyway: uint32, and LLVM then
-    narrows the products and sums to 32-bit lanes, twice as many per vector as 64-bit ones (int32
-    32x64x56x56 axis 1 sum of squares: 1.5 -> 0.7-0.95 ms, float32 0.65-0.9 ms). Otherwise uint64."""
+    only wrapping sums of squares; where ``result`` keeps only the low 32 bits of those sums (a
+    ReduceSumSquare's results in the data's dtype): uint32, and LLVM then narrows the products and
+    sums to 32-bit lanes, twice as many per vector as 64-bit ones (int32 32x64x56x56 axis 1 sum of
+    squares: 1.5 -> 0.7-0.95 ms, float32 0.65-0.9 ms). Otherwise (ReduceL2's sums of squares
+    modulo 2**64, into uint64 results) uint64."""
 
 
 @overload(low_accumulators, jit_options={"fastmath": False})
-def _low_accumulators_impl(src, n):
-    if isinstance(src.dtype, types.Integer) and src.dtype.bitwidth <= 32:
-        return lambda src, n: np.zeros(n, dtype=np.uint32)
-    return lambda src, n: np.zeros(n, dtype=np.uint64)
+def _low_accumulators_impl(src, result, n):
+    if (isinstance(src.dtype, types.Integer) and src.dtype.bitwidth <= 32
+            and isinstance(result.dtype, types.Integer) and result.dtype.bitwidth <= 32):
+        return lambda src, result, n: np.zeros(n, dtype=np.uint32)
+    return lambda src, result, n: np.zeros(n, dtype=np.uint64)
 
 
 @njit(fastmath=False)

@@ -169,7 +169,7 @@ def _int_tiles_for(squares):
         per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
         for task in prange(-(-n_outer // per_task)):
             # the low halves (or wrapping squares) and high halves of each column, as in int_sums
-            low_acc = low_accumulators(src, NARROW_ROW)
+            low_acc = low_accumulators(src, result, NARROW_ROW)
             high_acc = np.zeros(0 if squares else NARROW_ROW, dtype=np.int64)
             for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
                 offset = base + outer * outer_stride
