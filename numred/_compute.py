@@ -252,8 +252,8 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
 
 def _int_call(plan, squares, carrier, count):
     """The KernelCall of the integer exact sum divided by ``count`` (integers._int_mean; 1: the
-    wrapping sum) or wrapping sum of squares (``squares``) of ``carrier`` data that writes finished
-    results itself, or None."""
+    wrapping sum) or wrapping sum of squares (``squares`` True) or of |x| (SUM_ABS) of ``carrier``
+    data that writes finished results itself, or None."""
     if plan.single_run:  # serial ones too: the row kernels' serial variants
         n_kept, kept_stride, n_reduced, step = plan.single_run
         kernels = rows.int_rows(squares, rows.int_rows_four(squares, carrier, n_kept, n_reduced, step))
@@ -269,8 +269,8 @@ def _int_call(plan, squares, carrier, count):
         kernels = table.KERNELS[table.INT_TILES[squares]]
         args = plan.base, n_outer, outer_stride, n_inner, n_reduced, count
     elif plan.nchunks == 1:
-        kernels = table.KERNELS["int_sums"]
-        args = plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, squares, count, _NO_WORDS, _NO_WORDS
+        kernels = table.KERNELS[table.INT_SUMS[squares]]
+        args = plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, count, _NO_WORDS, _NO_WORDS
     else:
         return None
     return KernelCall(kernels, plan.parallel, args, carrier)
@@ -400,15 +400,16 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
 
 
 def _int_sums(plan, src, squares, count, result):
-    """Integer exact sum divided by ``count`` or wrapping sum of squares (squares) into result, of the
-    input dtype: the kernels compute uint64 two's-complement bits, and the store keeps the low bits."""
+    """Integer exact sum divided by ``count`` or wrapping sum of squares (squares True) or of |x|
+    (SUM_ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
+    compute uint64 two's-complement bits, and the store keeps the low bits."""
     call = _int_call(plan, squares, src.dtype, count)
     if call is not None:
         call(src, result)
         return
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    _launch("int_sums", plan, *_geometry(plan, src), plan.tile, squares, count, low, high, result)
+    _launch(table.INT_SUMS[squares], plan, *_geometry(plan, src), plan.tile, count, low, high, result)
     if squares:
         finish.finish_int_squares(low, plan.nchunks, result)
     else:

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
+from ._compute import (ABS, EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
                        WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
                        _geometry, _int_sums, _launch, _tasks, compute, kernel_call, products_kernel)
 from .kernels import finish, table
@@ -151,13 +151,13 @@ def finished_products(fractions, exponents, dtype):
 
 
 def _int_l1(plan, src, dtype):
-    """The sum of |x| modulo 2**bits: the wrapping sum of |x| taken over src's memory (|INT_MIN|
-    wraps to INT_MIN, as the contract says); unsigned data is its own |x|."""
+    """The sum of |x| modulo 2**bits, from the kernels' wrapping sums of |x| (integers.abs_bits:
+    |INT_MIN| wraps to INT_MIN, as the contract says); unsigned data is its own |x|, ReduceSum's."""
     if dtype.kind == "u":
         return compute(_INT_SUM, plan, src, dtype)
-    magnitudes = np.abs(src)
-    magnitudes.setflags(write=False)  # (the kernels are compiled for read-only data)
-    return compute(_INT_SUM, plan, magnitudes, dtype)
+    result = np.empty(plan.n_kept, dtype=dtype)
+    _int_sums(plan, src, ABS, 1, result)
+    return result
 
 
 def int_totals(plan, src, dtype):

@@ -142,6 +142,33 @@ def _no_exact_rows(rows):
     raise AssertionError("summed in Python")
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("shape,axes", _LAYOUT_KINDS, ids=[f"{'x'.join(map(str, s))}-{a}" for s, a in _LAYOUT_KINDS])
+def test_signed_l1_sums_magnitudes_in_the_kernels_without_a_copy(dtype, shape, axes):
+    # Signed integer ReduceL1 is the sum of |x| modulo 2**bits (|INT_MIN| wraps to INT_MIN), taken by
+    # the kernels on every layout kind, with no temporary of the input's size (NumPy's |x| of the
+    # whole input was one: tracemalloc sees NumPy's allocations, not the kernels'). Oracle: NumPy's
+    # |x| in int64 (|INT64_MIN| wraps to 2**63 as uint64), summed modulo 2**64 in uint64, low bits.
+    import tracemalloc
+
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(sum(shape) + 7)
+    x = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    x.ravel()[::97] = info.min
+    magnitudes = np.abs(x.astype(np.int64)).view(np.uint64)
+    want = np.sum(magnitudes, axis=axes, dtype=np.uint64)
+    want = want.view(np.int64) if dtype == np.int64 else want.astype(dtype)
+    numred.reduce_l1(x, list(axes), keepdims=0)  # (compiled first: Numba's own allocations)
+    tracemalloc.start()
+    try:
+        got = numred.reduce_l1(x, list(axes), keepdims=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.dtype == dtype and np.array_equal(got, want)
+    assert peak < 0.1 * x.nbytes + 64 * 1024 + 2 * want.nbytes, (peak, x.nbytes)
+
+
 @pytest.mark.parametrize("shape,axes", [((2,), (0,)), ((300, 2), (1,)), ((2, 300), (0,))])
 def test_int32_l2_whose_root_does_not_fit_raises(shape, axes):
     # sums of squares of 2**63, below 2**64, so decided by the kernels: roots of 3037000499.96 do not fit

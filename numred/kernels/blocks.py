@@ -59,9 +59,10 @@ def _float_blocks_for(mode):
 
 def _int_blocks_for(squares):
     """int_sums for single-block plans (see _float_blocks_for), fixed to the exact mean or the
-    wrapping sum of squares (``squares``): a group of neighbouring outputs per task, their runs read
-    block by block, each added to its output's 128-bit sum or wrapping uint64 sum of squares (exact:
-    the order does not matter); finished into uint64 bits as int_rows does (divided by ``count``)."""
+    wrapping sum of squares or of |x| (``squares``, as in int_rows): a group of neighbouring outputs
+    per task, their runs read block by block, each added to its output's 128-bit sum or wrapping
+    uint64 sum (exact: the order does not matter); finished into uint64 bits as int_rows does
+    (divided by ``count``)."""
 
     def int_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, count, result):
         src = _borrowed(src)
@@ -75,7 +76,7 @@ def _int_blocks_for(squares):
                 for w in range(width):
                     offset = origin + w * kept_stride
                     if squares:
-                        low[w] += _squares_run(src, offset, n_inner, 1)
+                        low[w] += _squares_run(src, offset, n_inner, 1, squares)
                     else:
                         for b in range(0, n_inner, HALVES_BLOCK):
                             low_sum, high_sum = halves_run(src, offset + b, min(HALVES_BLOCK, n_inner - b), 1)

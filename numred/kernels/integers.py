@@ -1,5 +1,8 @@
-"""Integer accumulation: exact 128-bit sums from 32-bit halves, wrapping sums of squares, exact
-integer means, and the integer log-sum-exp's exp sums and its exact decision.
+"""Integer accumulation: exact 128-bit sums from 32-bit halves, wrapping sums of squares or of |x|,
+exact integer means, and the integer log-sum-exp's exp sums and its exact decision.
+
+The helpers of the wrapping sums take the term as ``squares``: a constant, False for the exact sum of
+x (its halves), True (SUM_SQUARES) for x * x, SUM_ABS for |x| (term_bits).
 """
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, _U64, _view
+from .base import FASTMATH, SUM_ABS, _U64, _constant, _view
 from .decode import as_bits
 from .exp import exp_of_minus_distance
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -139,37 +142,70 @@ def _halves_run_impl(src, offset, n, step):
     return wide
 
 
+# the integer kernels' terms (``squares``) and the names of their kernels: the exact sum of x (means,
+# ReduceSum), the wrapping sum of x * x (ReduceSumSquare, ReduceL2) or of |x| (ReduceL1 of signed data)
+INT_TERMS = {False: "mean", True: "sum_squares", SUM_ABS: "sum_abs"}
+
+
+def abs_bits(x):
+    """|x| modulo 2**64 as uint64 (|INT64_MIN| is 2**63, whose low bits are INT64_MIN's)."""
+
+
+@overload(abs_bits, jit_options={"fastmath": False})
+def _abs_bits_impl(x):
+    if isinstance(x, types.Integer) and x.signed:
+        if x.bitwidth <= 32:
+            return lambda x: np.uint64(abs(np.int64(x)))
+        return lambda x: _U64(x ^ (x >> 63)) - _U64(x >> 63)  # (x ^ s) - s, s all ones for x < 0
+    if isinstance(x, types.Integer):
+        return lambda x: np.uint64(x)
+    return None
+
+
+def term_bits(x, squares):
+    """The wrapping term of x as uint64: x * x (``squares`` True, SUM_SQUARES) or |x| (SUM_ABS); a
+    constant."""
+
+
+@overload(term_bits, prefer_literal=True, jit_options={"fastmath": False})
+def _term_bits_impl(x, squares):
+    if _constant(squares, "squares") == SUM_ABS:
+        return lambda x, squares: abs_bits(x)
+    return lambda x, squares: square_bits(x)
+
+
 @njit(fastmath=False)
-def _squares_run(src, offset, n, step):
-    """Sum of x * x modulo 2**64 over one run, as uint64 (a local accumulator: vectorises)."""
+def _squares_run(src, offset, n, step, squares):
+    """Sum of x * x (or |x|: term_bits) modulo 2**64 over one run, as uint64 (a local accumulator:
+    vectorises)."""
     total = _U64(0)
     if step == 1 and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # four streams, as _float_run
         quarter = n // 4
-        sums = _int_runs4(src, offset, quarter, quarter, True)
+        sums = _int_runs4(src, offset, quarter, quarter, squares)
         total = (sums[0] + sums[1]) + (sums[2] + sums[3])
         offset += 4 * quarter
         n -= 4 * quarter
     if step == 1:
         run = _view(src, offset, offset + n)
         for i in range(n):
-            total += square_bits(run[i])
+            total += term_bits(run[i], squares)
     elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as halves_run
         span = _view(src, offset, offset + every_other_span(src, offset, n))
         for i in range(span.size):
-            total += square_bits(span[i]) & _U64((i & 1) - 1)
+            total += term_bits(span[i], squares) & _U64((i & 1) - 1)
     elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
         run = src[offset:offset + (n - 1) * step + 1:step]
         lanes = np.zeros(STRIDED_LANES, _U64)
         whole = n - n % STRIDED_LANES
         for i0 in range(0, whole, STRIDED_LANES):
             for j in range(STRIDED_LANES):
-                lanes[j] += square_bits(run[i0 + j])
+                lanes[j] += term_bits(run[i0 + j], squares)
         total += lanes.sum()
         for i in range(whole, n):
-            total += square_bits(run[i])
+            total += term_bits(run[i], squares)
     else:
         for i in range(n):
-            total += square_bits(src[offset + i * step])
+            total += term_bits(src[offset + i * step], squares)
     return total
 
 
@@ -189,7 +225,7 @@ def _int_columns(row, squares, low_acc, high_acc):
     32-bit halves of x into low_acc and high_acc (carry-free, so the loop vectorises)."""
     if squares:
         for i in range(row.size):
-            low_acc[i] += square_bits(row[i])
+            low_acc[i] += term_bits(row[i], squares)
     elif narrow_int(row):  # whole values into high_acc: one widening add (see _fold_halves)
         for i in range(row.size):
             high_acc[i] += np.int64(row[i])
@@ -204,7 +240,8 @@ def _int_columns4(r0, r1, r2, r3, squares, low_acc, high_acc):
     """_int_columns over four rows at once: a quarter of the traffic to the accumulators."""
     if squares:
         for i in range(r0.size):
-            low_acc[i] += (square_bits(r0[i]) + square_bits(r1[i])) + (square_bits(r2[i]) + square_bits(r3[i]))
+            low_acc[i] += ((term_bits(r0[i], squares) + term_bits(r1[i], squares))
+                           + (term_bits(r2[i], squares) + term_bits(r3[i], squares)))
     elif narrow_int(r0):
         for i in range(r0.size):
             high_acc[i] += (np.int64(r0[i]) + np.int64(r1[i])) + (np.int64(r2[i]) + np.int64(r3[i]))
@@ -233,8 +270,10 @@ def _int_columns8(src, start, step, width, squares, low_acc, high_acc):
     r7 = _view(src, start + 7 * step, start + 7 * step + width)
     if squares:
         for i in range(width):
-            low_acc[i] += ((square_bits(r0[i]) + square_bits(r1[i])) + (square_bits(r2[i]) + square_bits(r3[i]))) + (
-                (square_bits(r4[i]) + square_bits(r5[i])) + (square_bits(r6[i]) + square_bits(r7[i])))
+            low_acc[i] += (((term_bits(r0[i], squares) + term_bits(r1[i], squares))
+                            + (term_bits(r2[i], squares) + term_bits(r3[i], squares)))
+                           + ((term_bits(r4[i], squares) + term_bits(r5[i], squares))
+                              + (term_bits(r6[i], squares) + term_bits(r7[i], squares))))
     else:
         for i in range(width):
             high_acc[i] += ((np.int64(r0[i]) + np.int64(r1[i])) + (np.int64(r2[i]) + np.int64(r3[i]))) + (
@@ -305,10 +344,10 @@ def _int_runs4(src, first, gap, n, squares):
         s2 = _U64(0)
         s3 = _U64(0)
         for i in range(n):
-            s0 += square_bits(a[i])
-            s1 += square_bits(b[i])
-            s2 += square_bits(c[i])
-            s3 += square_bits(d[i])
+            s0 += term_bits(a[i], squares)
+            s1 += term_bits(b[i], squares)
+            s2 += term_bits(c[i], squares)
+            s3 += term_bits(d[i], squares)
         return s0, s1, s2, s3
     t0 = np.int64(0)
     t1 = np.int64(0)

@@ -15,8 +15,8 @@ from .base import MODE_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view
 from .columns import _fold
 from .decode import as_float64, as_wide
 from .finish import _combined_sum
-from .integers import (HALVES_BLOCK, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row, _int_runs4,
-                       _squares_run)
+from .integers import (HALVES_BLOCK, INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
+                       _int_runs4, _squares_run)
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
 from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_INT32_ROW,
                       ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
@@ -243,7 +243,8 @@ def int_rows_four(squares, carrier, n_kept, n_reduced, step):
 
 def _int_rows_for(squares, four):
     """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here)
-    or the wrapping sum of squares, and to reading rows four at a time or one by one (int_rows_four):
+    or the wrapping sum of squares or of |x| (``squares`` True or SUM_ABS: integers.term_bits), and to
+    reading rows four at a time or one by one (int_rows_four):
     one parallel loop per kernel. No per-output arrays or chunk partials. The kernel computes uint64
     two's-complement bits; storing them into the input dtype keeps the low bits. The exact sums are
     divided by ``count`` (integers._int_mean: 1 for the wrapping sum itself)."""
@@ -264,14 +265,14 @@ def _int_rows_for(squares, four):
                 else:  # the last 1-3 rows
                     for k in range(k0, n_kept):
                         if squares:
-                            result[k] = _squares_run(src, base + k * kept_stride, n_reduced, 1)
+                            result[k] = _squares_run(src, base + k * kept_stride, n_reduced, 1, squares)
                         else:
                             result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, 1, count)
             return
         # rows one after another (ONE_STREAM_ROWS), strided rows, and 64-bit means
         for k in prange(n_kept):
             if squares:
-                result[k] = _squares_run(src, base + k * kept_stride, n_reduced, step)
+                result[k] = _squares_run(src, base + k * kept_stride, n_reduced, step, squares)
             else:
                 result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, step, count)
 
@@ -343,7 +344,8 @@ def float_rows(mode, variant):
 
 @functools.cache
 def int_rows(squares, four):
-    """(serial, parallel) int_rows kernels: sums of squares or means, four rows at a time or one."""
-    name = f"int_rows_{'sum_squares' if squares else 'mean'}{'_four' if four else ''}"
+    """(serial, parallel) int_rows kernels: means or wrapping sums of squares or |x| (``squares``,
+    as table.INT_TERMS), four rows at a time or one."""
+    name = f"int_rows_{INT_TERMS[squares]}{'_four' if four else ''}"
     fn = _int_rows_for(squares, four)
     return entry(fn, name=name), entry(fn, name=name, parallel=True)

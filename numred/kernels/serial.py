@@ -36,7 +36,7 @@ from .base import (BLOCK, FASTMATH, MODE_NAMES, SQRT, SUM, SUM_ABS, SUM_EXP, SUM
                    _next_run, _offset_of, _task, _unpack, _view, inlined)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
-from .integers import _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, square_bits
+from .integers import INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, term_bits
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_run
 from .states import add_compensated, compensated_value
 from .store import finished, store_rounded
@@ -216,10 +216,10 @@ def _halves_run(src, offset, n, step):
 
 
 @njit(fastmath=False)
-def _square_bits_run(src, offset, n, step):
+def _square_bits_run(src, offset, n, step, squares):
     total = _U64(0)
     for i in range(n):
-        total += square_bits(src[offset + i * step])
+        total += term_bits(src[offset + i * step], squares)
     return total
 
 
@@ -318,7 +318,8 @@ def _float_sums_for(term, float64):
 
 
 def _int_sums_for(squares):
-    """Exact mean truncated toward zero, or (``squares``) the sum of squares modulo 2**bits."""
+    """Exact mean truncated toward zero, or (``squares`` True or SUM_ABS) the sum of squares or of
+    |x| modulo 2**bits."""
 
     def serial_int_sums(src, base, dims, kept_ndim, tile, count, result):
         src = _borrowed(src)
@@ -338,7 +339,7 @@ def _int_sums_for(squares):
                 while pos < nr:
                     offset, n = _next_run(pos, nr, rshape, rstrides)
                     if squares:
-                        low += _square_bits_run(src, origin + offset, n, step)
+                        low += _square_bits_run(src, origin + offset, n, step, squares)
                     else:
                         low_sum, high_sum = _halves_run(src, origin + offset, n, step)
                         low, high = _add_halves128(low, high, low_sum, high_sum)
@@ -352,7 +353,7 @@ def _int_sums_for(squares):
                         for w in range(width):
                             x = src[row + w]
                             if squares:
-                                low_acc[w] += square_bits(x)
+                                low_acc[w] += term_bits(x, squares)
                             else:
                                 low_acc[w] += as_bits(x) & _LOW_HALF
                                 high_acc[w] += high_half(x)
@@ -439,8 +440,8 @@ def float_sums(term: int, float64: bool):
 
 
 @functools.cache
-def int_sums(squares: bool):
-    return entry(_int_sums_for(squares), name=f"serial_int_{'squares' if squares else 'mean'}")
+def int_sums(squares):
+    return entry(_int_sums_for(squares), name=f"serial_int_{INT_TERMS[squares]}")
 
 
 @functools.cache

@@ -7,7 +7,8 @@ from __future__ import annotations
 from .._runtime import entry
 from .base import MODE_NAMES, SUM, SUM_ABS, SUM_SQUARES
 from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
-from .general import _float_sums_for, _max_keys_for, int_sum_exp, int_sums
+from .general import _float_sums_for, _int_sums_for, _max_keys_for, int_sum_exp
+from .integers import INT_TERMS
 from .products import _products_for
 from .rows import float_rows_extrema, float_rows_log_sum_exp, int_rows_extrema, int_rows_log_sum_exp
 from .tiles import _float_tiles_for, _int_tiles_for
@@ -22,8 +23,10 @@ FLOAT_SUMS = {mode: f"float_{name}" for mode, name in MODE_NAMES.items()}
 FLOAT_TILES = {(mode, narrow): FLOAT_SUMS[mode].replace("_sum", "_narrow_tiles_sum" if narrow else "_tiles_sum", 1)
                for mode in (SUM, SUM_SQUARES, SUM_ABS) for narrow in (False, True)}
 FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES, SUM_ABS)}
-INT_BLOCKS = {False: "int_blocks_mean", True: "int_blocks_sum_squares"}  # by ``squares``
-INT_TILES = {False: "int_tiles_mean", True: "int_tiles_sum_squares"}  # by ``squares``
+# the integer kernels by term (``squares``: integers.INT_TERMS)
+INT_SUMS = {squares: f"int_sums_{name}" for squares, name in INT_TERMS.items()}  # the general walker
+INT_BLOCKS = {squares: f"int_blocks_{name}" for squares, name in INT_TERMS.items()}
+INT_TILES = {squares: f"int_tiles_{name}" for squares, name in INT_TERMS.items()}
 # by (float bits or integer data, tiles of outputs or single outputs)
 MAX_KEYS = {(float_bits, tiles): f"max_{'float_keys' if float_bits else 'ints'}{'_tiles' if tiles else ''}"
             for float_bits in (True, False) for tiles in (False, True)}
@@ -36,11 +39,12 @@ KERNELS = {
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
     + [(name, _float_tiles_for(*mode_narrow)) for mode_narrow, name in FLOAT_TILES.items()]
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
+    + [(INT_SUMS[squares], _int_sums_for(squares)) for squares in INT_SUMS]
     + [(INT_BLOCKS[squares], _int_blocks_for(squares)) for squares in INT_BLOCKS]
     + [(INT_TILES[squares], _int_tiles_for(squares)) for squares in INT_TILES]
     + [(name, _max_keys_for(*float_bits_tiles)) for float_bits_tiles, name in MAX_KEYS.items()]
     + [(name, _products_for(kind != "int", kind == "float64", tiles)) for (kind, tiles), name in PRODUCTS.items()]
-    + [(fn.__name__, fn) for fn in (int_sums, int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,
+    + [(fn.__name__, fn) for fn in (int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,
                                     float_blocks_log_sum_exp, int_blocks_log_sum_exp, float_rows_extrema,
                                     int_rows_extrema)]
 }
