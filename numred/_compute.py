@@ -13,7 +13,7 @@ lives here, in one place:
 | int32/int64/uint32/uint64 mean | exact 128-bit sum (32-bit tiles: float64, exact   | truncate toward zero  |
 |                                | for up to 2**20 values, EXACT_FLOAT_INT_COUNT)    |                       |
 | integer sum                    | exact 128-bit sum                                 | keep the low bits     |
-| integer sum of squares         | uint64, wrapping (uint32 in 32-bit tiles)         | keep the low bits     |
+| integer sum of squares or |x|  | uint64, wrapping (uint32 in 32-bit tiles)         | keep the low bits     |
 | integer log-sum-exp            | exact max, float64 sum of exp(x - max)            | truncate toward zero; |
 |                                |                                                   | next to an integer,   |
 |                                |                                                   | decided exactly       |
