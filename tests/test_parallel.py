@@ -595,13 +595,14 @@ def _plan_kind(x, axes):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint64"])
-def test_the_sum_of_x_matches_exact_sums_on_every_layout(dtype):
-    # ReduceSum (term x, no division; _compute.KERNEL_SETS), first calls and repeats (one launch),
-    # on every layout the precompile step covers. Floats: grid
+def test_sums_of_x_and_of_abs_x_match_exact_sums_on_every_layout(dtype):
+    # ReduceSum (term x, no division; _compute.KERNEL_SETS) and ReduceL1 (term |x|), first calls and
+    # repeats (one launch), on every layout the precompile step covers (each layout's kernel variant
+    # per term: the |x| variants of the float row, narrow-tile and block kernels are their own). Floats: grid
     # values, whose float64 sums are exact in any order, so the result is that sum rounded once
     # (float16 sums beyond 65504 are inf), with NaN, +inf and inf - inf rows. Integers: values over
     # the whole dtype, whose sum wraps; NumPy's uint64 sum is exact modulo 2**64, and its low bits
-    # are the sum modulo 2**bits.
+    # are the sum modulo 2**bits (of |x| too, where |INT_MIN| wraps to INT_MIN, as the contract says).
     from numred.precompile import LAYOUTS
 
     kinds = set()
@@ -618,21 +619,22 @@ def test_the_sum_of_x_matches_exact_sums_on_every_layout(dtype):
         x = whole[view[0]] if view else whole
         before = whole.copy()
         t = _norm_axes(axes, x.ndim)
-        if x.dtype.kind in "iu":
-            with np.errstate(over="ignore"):
-                wrapped = np.sum(x.astype(np.int64 if x.dtype.kind == "i" else np.uint64).view(np.uint64), axis=t,
-                                 keepdims=True, dtype=np.uint64)
-            expected = wrapped.astype(x.dtype)  # the low bits, as C casts keep them
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                expected = np.sum(x.astype(np.float64), axis=t, keepdims=True).astype(x.dtype)
-        for call in range(2):
-            got = numred.reduce_sum(x, axes)
-            ctx = f"{dtype} {shape} axes={axes} view={bool(view)} call {call + 1}"
-            assert got.dtype == x.dtype and got.shape == expected.shape, ctx
-            same = (got == expected) | (np.isnan(got.astype(np.float64)) & np.isnan(expected.astype(np.float64)))
-            assert same.all(), f"{ctx}: {int((~same).sum())} differ, first {got[~same][:3]} for {expected[~same][:3]}"
-            assert not np.shares_memory(got, x), ctx
+        for func, term in ((numred.reduce_sum, lambda v: v), (numred.reduce_l1, np.abs)):
+            if x.dtype.kind in "iu":
+                wide = x.astype(np.int64 if x.dtype.kind == "i" else np.uint64)
+                with np.errstate(over="ignore"):
+                    wrapped = np.sum(term(wide).view(np.uint64), axis=t, keepdims=True, dtype=np.uint64)
+                expected = wrapped.astype(x.dtype)  # the low bits, as C casts keep them
+            else:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    expected = np.sum(term(x.astype(np.float64)), axis=t, keepdims=True).astype(x.dtype)
+            for call in range(2):
+                got = func(x, axes)
+                ctx = f"{func.__name__} {dtype} {shape} axes={axes} view={bool(view)} call {call + 1}"
+                assert got.dtype == x.dtype and got.shape == expected.shape, ctx
+                same = (got == expected) | (np.isnan(got.astype(np.float64)) & np.isnan(expected.astype(np.float64)))
+                assert same.all(), f"{ctx}: {int((~same).sum())} differ, first {got[~same][:3]} for {expected[~same][:3]}"
+                assert not np.shares_memory(got, x), ctx
         assert whole.tobytes() == before.tobytes(), "the input was modified"
         kinds.add(_plan_kind(x, axes))  # (after a call: bfloat16's carrier is registered on first use)
     assert kinds == {"serial", "serial rows", "single_run", "single_tile", "single_block", "general", "chunked"}, kinds
