@@ -119,6 +119,9 @@ def test_forked_pool_after_parallel_kernels():
             check_all()
             return i
         with multiprocessing.get_context("fork").Pool(2) as pool:
+            # one child first: it compiles the serial variants and saves them, and the other loads
+            # them (both compiling the same kernels at once took twice the time)
+            assert pool.apply(task, (6,)) == 6
             result = pool.map_async(task, range(6))
             assert result.get(timeout=300) == list(range(6))
         check_all()                                   # and the parent still can
@@ -335,25 +338,27 @@ def test_read_only_package_and_home(tmp_path, temp_writable):
         assert (temp / f"numred-{os.getuid()}").stat().st_mode & 0o077 == 0  # a private directory
 
 
-@pytest.mark.parametrize("op", [op.reduction for op in OPS], ids=[op.name for op in OPS])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-def test_serial_fallback_gives_the_parallel_bits(op, dtype, monkeypatch):
+def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
     # A forked child of a process that ran parallel kernels runs their serial variants: same chunks,
     # same order, so float results must be bit-identical, or a pool's results would depend on
-    # whether its parent had reduced something before forking.
+    # whether its parent had reduced something before forking. Every operator in one test per
+    # dtype: operators share kernels, which one process then compiles once (the serial variants
+    # are not precompiled, and test processes would each compile them).
     from numred._frontend import CARRIERS, as_supported_array, supported_dtypes
     from numred._plan import make_plan
 
     dtype = next(d for d in supported_dtypes() if d.name == dtype)  # (registers bfloat16 with NumPy)
     x = as_supported_array(np.random.default_rng(3).standard_normal((700, 900)).astype(np.float32).astype(dtype))
-    for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
-        plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)
-        assert plan.parallel
-        parallel = _compute.compute(op, plan, src, data.dtype)
-        monkeypatch.setattr(_runtime, "_parallel_allowed", False)
-        serial = _compute.compute(op, plan, src, data.dtype)
-        monkeypatch.setattr(_runtime, "_parallel_allowed", True)
-        assert parallel.tobytes() == serial.tobytes()
+    for op in OPS:
+        for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
+            plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)
+            assert plan.parallel
+            parallel = _compute.compute(op.reduction, plan, src, data.dtype)
+            monkeypatch.setattr(_runtime, "_parallel_allowed", False)
+            serial = _compute.compute(op.reduction, plan, src, data.dtype)
+            monkeypatch.setattr(_runtime, "_parallel_allowed", True)
+            assert parallel.tobytes() == serial.tobytes(), (op.name, axes)
 
 
 def test_a_reduction_names_a_combination_that_has_kernels():
