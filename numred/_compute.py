@@ -250,26 +250,26 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
     return KernelCall(kernels, plan.parallel, args, carrier, finite=finite)
 
 
-def _int_call(plan, squares, carrier, count):
+def _int_call(plan, wrapping_term, carrier, count):
     """The KernelCall of the integer exact sum divided by ``count`` (integers._int_mean; 1: the
-    wrapping sum) or wrapping sum of squares (``squares`` True) or of |x| (SUM_ABS) of ``carrier``
+    wrapping sum) or wrapping sum of squares (``wrapping_term`` True) or of |x| (SUM_ABS) of ``carrier``
     data that writes finished results itself, or None."""
     if plan.single_run:  # serial ones too: the row kernels' serial variants
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        kernels = rows.int_rows(squares, rows.int_rows_four(squares, carrier, n_kept, n_reduced, step))
+        kernels = rows.int_rows(wrapping_term, rows.int_rows_four(wrapping_term, carrier, n_kept, n_reduced, step))
         args = plan.base, kept_stride, n_kept, n_reduced, step, count
     elif not plan.parallel:
-        kernels = serial.int_sums(squares), None
+        kernels = serial.int_sums(wrapping_term), None
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, count
     elif plan.single_block:
-        kernels = table.KERNELS[table.INT_BLOCKS[squares]]
+        kernels = table.KERNELS[table.INT_BLOCKS[wrapping_term]]
         args = plan.base, *plan.single_block, count
-    elif _narrow_tile(plan, carrier.itemsize) and (squares or carrier.itemsize == 8):  # (tiles._int_tiles_for)
+    elif _narrow_tile(plan, carrier.itemsize) and (wrapping_term or carrier.itemsize == 8):  # (tiles._int_tiles_for)
         n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
-        kernels = table.KERNELS[table.INT_TILES[squares]]
+        kernels = table.KERNELS[table.INT_TILES[wrapping_term]]
         args = plan.base, n_outer, outer_stride, n_inner, n_reduced, count
     elif plan.nchunks == 1:
-        kernels = table.KERNELS[table.INT_SUMS[squares]]
+        kernels = table.KERNELS[table.INT_SUMS[wrapping_term]]
         args = plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, count, _NO_WORDS, _NO_WORDS
     else:
         return None
@@ -399,18 +399,18 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
     return None
 
 
-def _int_sums(plan, src, squares, count, result):
+def _int_sums(plan, src, wrapping_term, count, result):
     """Integer exact sum divided by ``count`` or wrapping sum of squares (squares True) or of |x|
     (SUM_ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
     compute uint64 two's-complement bits, and the store keeps the low bits."""
-    call = _int_call(plan, squares, src.dtype, count)
+    call = _int_call(plan, wrapping_term, src.dtype, count)
     if call is not None:
         call(src, result)
         return
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    _launch(table.INT_SUMS[squares], plan, *_geometry(plan, src), plan.tile, count, low, high, result)
-    if squares:
+    _launch(table.INT_SUMS[wrapping_term], plan, *_geometry(plan, src), plan.tile, count, low, high, result)
+    if wrapping_term:
         finish.finish_int_squares(low, plan.nchunks, result)
     else:
         finish.finish_int_mean(low, high, plan.nchunks, count, result)

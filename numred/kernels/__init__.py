@@ -49,7 +49,7 @@ def catalogue() -> dict:
     pairs = dict(table.KERNELS)
     pairs.update({f"float_rows {mode} {variant}": rows.float_rows(mode, variant)
                   for mode in (base.SUM, base.SUM_SQUARES, base.SUM_ABS) for variant in range(rows.ROWS_GENERAL + 1)})
-    pairs.update({f"int_rows {squares} {four}": rows.int_rows(squares, four) for squares in (0, 1) for four in (0, 1)})
+    pairs.update({f"int_rows {term} {four}": rows.int_rows(term, four) for term in (0, 1) for four in (0, 1)})
     for name, (serial_variant, parallel_variant) in pairs.items():
         kernels[name] = serial_variant
         kernels[name + " parallel"] = parallel_variant

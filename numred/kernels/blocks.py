@@ -10,7 +10,7 @@ from numba import njit, prange
 
 from .base import SUM_EXP, _U64, _borrowed, njit_for
 from .decode import as_wide
-from .integers import (HALVES_BLOCK, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, _squares_run,
+from .integers import (HALVES_BLOCK, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, _term_run,
                        halves_run)
 from .maxima import key_to_float64, lowest_key, magnitude_bits, max_run
 from .runs import _add_run
@@ -57,9 +57,9 @@ def _float_blocks_for(mode):
     return float_blocks
 
 
-def _int_blocks_for(squares):
+def _int_blocks_for(wrapping_term):
     """int_sums for single-block plans (see _float_blocks_for), fixed to the exact mean or the
-    wrapping sum of squares or of |x| (``squares``, as in int_rows): a group of neighbouring outputs
+    wrapping sum of squares or of |x| (``wrapping_term``, as in int_rows): a group of neighbouring outputs
     per task, their runs read block by block, each added to its output's 128-bit sum or wrapping
     uint64 sum (exact: the order does not matter); finished into uint64 bits as int_rows does
     (divided by ``count``)."""
@@ -75,14 +75,14 @@ def _int_blocks_for(squares):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
                     offset = origin + w * kept_stride
-                    if squares:
-                        low[w] += _squares_run(src, offset, n_inner, 1, squares)
+                    if wrapping_term:
+                        low[w] += _term_run(src, offset, n_inner, 1, wrapping_term)
                     else:
                         for b in range(0, n_inner, HALVES_BLOCK):
                             low_sum, high_sum = halves_run(src, offset + b, min(HALVES_BLOCK, n_inner - b), 1)
                             low[w], high[w] = _add_halves128(low[w], high[w], low_sum, high_sum)
             for w in range(width):
-                result[k0 + w] = low[w] if squares else _int_mean(low[w], high[w], count)
+                result[k0 + w] = low[w] if wrapping_term else _int_mean(low[w], high[w], count)
 
     return int_blocks
 

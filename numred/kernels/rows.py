@@ -16,7 +16,7 @@ from .columns import _fold
 from .decode import as_float64, as_wide
 from .finish import _combined_sum
 from .integers import (HALVES_BLOCK, INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
-                       _int_runs4, _squares_run)
+                       _int_runs4, _term_run)
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
 from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_INT32_ROW,
                       ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
@@ -231,19 +231,19 @@ def _float_rows_for(mode, variant):
     return float_rows
 
 
-def int_rows_four(squares, carrier, n_kept, n_reduced, step):
+def int_rows_four(wrapping_term, carrier, n_kept, n_reduced, step):
     """Whether int_rows reads these rows of ``carrier`` data four at a time (contiguous rows, as
     float_rows does; 64-bit means: never), rather than one by one."""
     carrier = np.dtype(carrier)
     min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
     min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
-    return (step == 1 and (squares or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
+    return (step == 1 and (wrapping_term or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
             and _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 4)
 
 
-def _int_rows_for(squares, four):
+def _int_rows_for(wrapping_term, four):
     """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here)
-    or the wrapping sum of squares or of |x| (``squares`` True or SUM_ABS: integers.term_bits), and to
+    or the wrapping sum of squares or of |x| (``wrapping_term`` True or SUM_ABS: integers.term_bits), and to
     reading rows four at a time or one by one (int_rows_four):
     one parallel loop per kernel. No per-output arrays or chunk partials. The kernel computes uint64
     two's-complement bits; storing them into the input dtype keeps the low bits. The exact sums are
@@ -256,23 +256,23 @@ def _int_rows_for(squares, four):
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
                 if k0 + 4 <= n_kept:
-                    sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, squares)
+                    sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, wrapping_term)
                     for j in range(4):
-                        if squares:
+                        if wrapping_term:
                             result[k0 + j] = sums[j]
                         else:  # the int64 sum, sign-extended to 128 bits
                             result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
                 else:  # the last 1-3 rows
                     for k in range(k0, n_kept):
-                        if squares:
-                            result[k] = _squares_run(src, base + k * kept_stride, n_reduced, 1, squares)
+                        if wrapping_term:
+                            result[k] = _term_run(src, base + k * kept_stride, n_reduced, 1, wrapping_term)
                         else:
                             result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, 1, count)
             return
         # rows one after another (ONE_STREAM_ROWS), strided rows, and 64-bit means
         for k in prange(n_kept):
-            if squares:
-                result[k] = _squares_run(src, base + k * kept_stride, n_reduced, step, squares)
+            if wrapping_term:
+                result[k] = _term_run(src, base + k * kept_stride, n_reduced, step, wrapping_term)
             else:
                 result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, step, count)
 
@@ -343,9 +343,9 @@ def float_rows(mode, variant):
 
 
 @functools.cache
-def int_rows(squares, four):
-    """(serial, parallel) int_rows kernels: means or wrapping sums of squares or |x| (``squares``,
+def int_rows(wrapping_term, four):
+    """(serial, parallel) int_rows kernels: means or wrapping sums of squares or |x| (``wrapping_term``,
     as table.INT_TERMS), four rows at a time or one."""
-    name = f"int_rows_{INT_TERMS[squares]}{'_four' if four else ''}"
-    fn = _int_rows_for(squares, four)
+    name = f"int_rows_{INT_TERMS[wrapping_term]}{'_four' if four else ''}"
+    fn = _int_rows_for(wrapping_term, four)
     return entry(fn, name=name), entry(fn, name=name, parallel=True)

@@ -86,7 +86,7 @@ def _sum_run(src, offset, n, step, scale):
 
 
 @njit(fastmath=FASTMATH)
-def _squares_run(src, offset, n, step):
+def _term_run(src, offset, n, step):
     total = 0.0
     if step == 1:
         run = _view(src, offset, offset + n)
@@ -216,10 +216,10 @@ def _halves_run(src, offset, n, step):
 
 
 @njit(fastmath=False)
-def _square_bits_run(src, offset, n, step, squares):
+def _term_bits_run(src, offset, n, step, wrapping_term):
     total = _U64(0)
     for i in range(n):
-        total += term_bits(src[offset + i * step], squares)
+        total += term_bits(src[offset + i * step], wrapping_term)
     return total
 
 
@@ -279,7 +279,7 @@ def _float_sums_for(term, float64):
                     elif term == SUM_ABS:
                         total, comp = add_compensated(total, comp, _abs_run(src, offset, n, step))
                     else:
-                        total, comp = add_compensated(total, comp, _squares_run(src, offset, n, step))
+                        total, comp = add_compensated(total, comp, _term_run(src, offset, n, step))
                     pos += n
                 value, ok = _finished(compensated_value(total, comp) / divisor, finish)
                 store_rounded(result, k0, value)
@@ -317,8 +317,8 @@ def _float_sums_for(term, float64):
     return serial_float_sums
 
 
-def _int_sums_for(squares):
-    """Exact mean truncated toward zero, or (``squares`` True or SUM_ABS) the sum of squares or of
+def _int_sums_for(wrapping_term):
+    """Exact mean truncated toward zero, or (``wrapping_term`` True or SUM_ABS) the sum of squares or of
     |x| modulo 2**bits."""
 
     def serial_int_sums(src, base, dims, kept_ndim, tile, count, result):
@@ -338,13 +338,13 @@ def _int_sums_for(squares):
                 high = _U64(0)
                 while pos < nr:
                     offset, n = _next_run(pos, nr, rshape, rstrides)
-                    if squares:
-                        low += _square_bits_run(src, origin + offset, n, step, squares)
+                    if wrapping_term:
+                        low += _term_bits_run(src, origin + offset, n, step, wrapping_term)
                     else:
                         low_sum, high_sum = _halves_run(src, origin + offset, n, step)
                         low, high = _add_halves128(low, high, low_sum, high_sum)
                     pos += n
-                result[k0] = low if squares else _int_mean(low, high, _U64(count))
+                result[k0] = low if wrapping_term else _int_mean(low, high, _U64(count))
             else:
                 while pos < nr:
                     offset, n = _next_run(pos, nr, rshape, rstrides)
@@ -352,14 +352,14 @@ def _int_sums_for(squares):
                         row = origin + offset + i * step
                         for w in range(width):
                             x = src[row + w]
-                            if squares:
-                                low_acc[w] += term_bits(x, squares)
+                            if wrapping_term:
+                                low_acc[w] += term_bits(x, wrapping_term)
                             else:
                                 low_acc[w] += as_bits(x) & _LOW_HALF
                                 high_acc[w] += high_half(x)
                     pos += n
                 for w in range(width):
-                    if squares:
+                    if wrapping_term:
                         result[k0 + w] = low_acc[w]
                     else:
                         low, high = _add_halves128(_U64(0), _U64(0), low_acc[w], high_acc[w])
@@ -440,8 +440,8 @@ def float_sums(term: int, float64: bool):
 
 
 @functools.cache
-def int_sums(squares):
-    return entry(_int_sums_for(squares), name=f"serial_int_{INT_TERMS[squares]}")
+def int_sums(wrapping_term):
+    return entry(_int_sums_for(wrapping_term), name=f"serial_int_{INT_TERMS[wrapping_term]}")
 
 
 @functools.cache
