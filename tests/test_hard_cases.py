@@ -169,10 +169,12 @@ def test_signed_l1_sums_magnitudes_in_the_kernels_without_a_copy(dtype, shape, a
     assert peak < 0.1 * x.nbytes + 64 * 1024 + 2 * want.nbytes, (peak, x.nbytes)
 
 
-@pytest.mark.parametrize("shape,axes", [((2,), (0,)), ((300, 2), (1,)), ((2, 300), (0,))])
+@pytest.mark.parametrize("shape,axes", [((2,), (0,)), ((64, 2), (1,)), ((65, 2), (1,)), ((300, 2), (1,)),
+                                        ((2, 300), (0,))])
 def test_int32_l2_whose_root_does_not_fit_raises(shape, axes):
     # sums of squares of 2**63, below 2**64, so decided by the kernels: roots of 3037000499.96 do not fit
-    # int32 (largest 2**31 - 1) and must raise, not wrap; one below 2**62 fits
+    # int32 (largest 2**31 - 1) and must raise, not wrap; one below 2**62 fits. Up to 64 outputs the
+    # roots are taken one by one (_derived._FEW_ROOTS), beyond in NumPy: both sides of that limit.
     x = np.full(shape, -(2**31), np.int32)
     with pytest.raises(ValueError, match="does not fit in int32"):
         numred.reduce_l2(x, list(axes))
