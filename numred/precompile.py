@@ -5,7 +5,9 @@ cached on disk; a cold first call of one operator on one dtype takes seconds, al
 minutes. This runs one call of every operator on every layout family the plan layer picks (serial,
 parallel rows, tiles, blocks, chunked) for each dtype, in worker processes so that several cores
 compile at once; with ``--fork`` also the serial variants of the parallel kernels, which only forked
-children of a process that ran parallel kernels use. Saves to the cache are serialised across
+children of a process that ran parallel kernels use. The work is sharded by dtype and, within a
+dtype, by the operators that share kernels (``shards``), so that no two workers compile the same
+kernel and one dtype alone keeps every core busy. Saves to the cache are serialised across
 processes (``numred._runtime``), so the workers cannot corrupt it. Useful after an install (a
 container image build, say) and before a test session; a warm cache makes it a few seconds of loads.
 """
@@ -15,7 +17,7 @@ import argparse
 import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 
@@ -76,10 +78,42 @@ def _single_run(x, axes) -> bool:
     return bool(plan.single_run)
 
 
-def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
-    """Run every operator on every layout for one dtype, parallel and, for the row kernels, serial;
-    with ``fork`` every layout serial too, as a forked child runs them (the serial variants of the
-    parallel kernels): (name, seconds)."""
+def _kernel_group(op, dtype) -> int:
+    """The group of ``op``'s kernels on ``dtype`` data: operators of one group share kernels, of two
+    groups none (but for small helpers). The operator's term, with two merges: a log-sum-exp's max
+    kernel is ReduceMax's (the KEY term), and unsigned integers are their own |x|, so their ReduceL1
+    runs ReduceSum's kernels (the SUM term)."""
+    from numred import _compute
+
+    term = op.reduction.term
+    if term == _compute.EXP:
+        return _compute.KEY
+    if term == _compute.ABS and dtype.kind == "u":
+        return _compute.SUM
+    return term
+
+
+def shards(names: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The precompile tasks for dtypes ``names``: (dtype name, operator names) per group of operators
+    that share kernels (_kernel_group), in registry order."""
+    from numred._frontend import NARROW_INTS, supported_dtypes
+    from numred._registry import OPS
+
+    tasks = []
+    for name in names:
+        dtype = next(d for d in supported_dtypes() + list(NARROW_INTS) if str(d) == name)
+        groups: dict[int, list[str]] = {}
+        for op in OPS:
+            if op.narrow_ints or dtype not in NARROW_INTS:
+                groups.setdefault(_kernel_group(op, dtype), []).append(op.name)
+        tasks += [(name, tuple(ops)) for ops in groups.values()]
+    return tasks
+
+
+def compile_dtype(name: str, fork: bool = False, op_names: tuple[str, ...] | None = None) -> tuple[str, float]:
+    """Run every operator (or those of ``op_names``) on every layout for one dtype, parallel and, for
+    the row kernels, serial; with ``fork`` every layout serial too, as a forked child runs them (the
+    serial variants of the parallel kernels): (name, seconds)."""
     import numred
     from numred import _runtime
     from numred._frontend import NARROW_INTS, supported_dtypes
@@ -87,7 +121,8 @@ def compile_dtype(name: str, fork: bool = False) -> tuple[str, float]:
 
     start = time.perf_counter()
     dtype = next(d for d in supported_dtypes() + list(NARROW_INTS) if str(d) == name)
-    ops = [op for op in OPS if op.narrow_ints or dtype not in NARROW_INTS]
+    ops = [op for op in OPS if (op.narrow_ints or dtype not in NARROW_INTS)
+           and (op_names is None or op.name in op_names)]
     for shape, axes, *view in LAYOUTS:
         x = _sample(shape, dtype)
         if view:
@@ -123,18 +158,26 @@ def _partial_states(dtype, ops) -> None:
 def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,
                fork: bool = False) -> None:
     """Compile (or load) the kernels of ``dtypes`` (default: all ten, dtype_names) in ``processes`` worker
-    processes (default: one per core, at most one per dtype), with ``fork`` the serial variants that
-    forked children run too; ``report(name, seconds)`` per dtype."""
+    processes (default: one per core), with ``fork`` the serial variants that forked children run
+    too; ``report(name, seconds)`` per dtype, when its last shard is done, with the seconds of all
+    its shards (compile time, not wall time: they may run at once)."""
     names = dtype_names() if dtypes is None else list(dtypes)
     unknown = set(names) - set(dtype_names())
     if unknown:
         raise ValueError(f"unknown dtype(s) {sorted(unknown)}; numred supports {', '.join(dtype_names())}")
-    workers = max(1, min(processes or os.cpu_count() or 1, len(names)))
+    tasks = shards(names)
+    left = {name: sum(task[0] == name for task in tasks) for name in names}
+    seconds = dict.fromkeys(names, 0.0)
+    workers = max(1, min(processes or os.cpu_count() or 1, len(tasks)))
     # spawn: a fresh interpreter per worker (fork after Numba's threads started is not safe)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for name, seconds in pool.map(compile_dtype, names, [fork] * len(names)):
-            if report is not None:
-                report(name, seconds)
+        futures = [pool.submit(compile_dtype, name, fork, ops) for name, ops in tasks]
+        for future in as_completed(futures):
+            name, took = future.result()
+            seconds[name] += took
+            left[name] -= 1
+            if left[name] == 0 and report is not None:
+                report(name, seconds[name])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

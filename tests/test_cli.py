@@ -91,3 +91,23 @@ def test_pyproject_lists_every_package():
     packages = {".".join(p.parent.relative_to(source.parent).parts) for p in source.rglob("__init__.py")}
     listed = tomllib.loads((source.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     assert packages == set(listed), f"packages {sorted(packages)}, pyproject lists {sorted(listed)}"
+
+
+def test_precompile_shards_each_dtype_by_the_operators_that_share_kernels():
+    # `precompile` hands its workers one task per (dtype, group of operators sharing kernels): every
+    # operator a dtype supports in exactly one task, the groups of the kernels' terms (a log-sum-exp
+    # with Max and Min, whose max kernel it runs; unsigned ReduceL1, whose |x| is x, with ReduceSum)
+    from numred._registry import OPS
+    from numred.precompile import dtype_names, shards
+
+    tasks = shards(dtype_names())
+    for name in dtype_names():
+        groups = [set(ops) for dtype, ops in tasks if dtype == name]
+        ops = [op for group in groups for op in group]
+        narrow = name in ("int8", "uint8")
+        assert sorted(ops) == sorted(op.name for op in OPS if op.narrow_ints or not narrow), name
+        assert {"reduce_max", "reduce_min"} | ({"reduce_log_sum_exp"} if not narrow else set()) in groups, name
+        if not narrow:
+            assert {"reduce_sum_square", "reduce_l2"} in groups and {"reduce_prod"} in groups, name
+            sums = next(group for group in groups if "reduce_sum" in group)
+            assert ("reduce_l1" in sums) == name.startswith("uint"), name
