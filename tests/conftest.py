@@ -80,3 +80,10 @@ def pytest_xdist_node_collection_finished(node, ids):
 def pytest_configure(config):
     # onnx emits RuntimeWarnings when its backend test cases are generated; they are not ours
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"onnx\..*")
+
+
+def pytest_collection_modifyitems(config, items):
+    # Tests marked slow first (in their order): with one worker per core (pytest-xdist's worksteal),
+    # a long test collected late starts near the end of the run, and one core then waits while the
+    # other finishes it (CI: the last 100 s of the tests on one core).
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
