@@ -183,9 +183,13 @@ def _finished_call(reduction, plan, dtype):
     float64 one, whose serial kernel finishes and rounds the results itself. Where one is not
     decided there (an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
     that is not finite) the kernel returns False and the driver computes the call its general way
-    (_derived.finished). None for chunk partials, integers and parallel float64 L2 and LogSum, which
-    _derived.finished computes from other reductions' results."""
+    (_derived.finished). None for chunk partials, integer L2 and LogSum and parallel float64 L2 and
+    LogSum, which _derived.finished computes from other reductions' results. An integer ReduceL1 is
+    the wrapping sum of |x| (unsigned data: of x, ReduceSum's), one integer kernel call where there
+    are no chunks."""
     if dtype not in FLOAT_BITS:
+        if reduction.finish == ROUND:
+            return _int_call(plan, ABS if dtype.kind == "i" else False, dtype, 1)
         return None
     if reduction.finish == ROUND or dtype.char != "d":
         return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)

@@ -41,7 +41,7 @@ def finished(reduction, plan, src, dtype):
     """ReduceL1 (ROUND), ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
     call = kernel_call(reduction, plan, dtype)
     if call is not None:  # one kernel call (_compute._finished_call), unless it leaves a float64 result undecided
-        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
         if call(src, result) or not call.finite:
             return _as_dtype(result, dtype)
     if dtype not in FLOAT_BITS:
@@ -57,7 +57,7 @@ def finished(reduction, plan, src, dtype):
         # chunk partials combined, finished and rounded once: the sum of |x| (float64: no partial sum of
         # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
         # sum of narrower floats (no overflow, no bits lost in subnormal squares)
-        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
         _float_sums(plan, src, reduction.term, result, finish_step=reduction.finish)
         return _as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
