@@ -57,7 +57,7 @@ def finished(reduction, plan, src, dtype):
         # chunk partials combined, finished and rounded once: the sum of |x| (float64: no partial sum of
         # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
         # sum of narrower floats (no overflow, no bits lost in subnormal squares)
-        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         _float_sums(plan, src, reduction.term, result, finish_step=reduction.finish)
         return _as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
