@@ -183,6 +183,23 @@ def test_int32_l2_whose_root_does_not_fit_raises(shape, axes):
     assert got.dtype == np.int32 and np.all(got == math.isqrt(2 * 2**60))
 
 
+@pytest.mark.parametrize("size", [2**22 - 2, 2**22])  # both sides of _derived._EXTREMES_BY_KERNELS_MIN
+@pytest.mark.parametrize("dtype,extreme,count", [(np.int32, -(2**31), 4), (np.uint32, 2**32 - 1, 2)])
+def test_32bit_l2_bound_reads_every_element(dtype, extreme, count, size):
+    # The kernels' sums of squares are taken modulo 2**64, exact only where a bound on max|x| over the
+    # input's memory (NumPy's min and max, or ReduceMin's and ReduceMax's kernels from 2**22 elements)
+    # says so. A few extremes at the very end of an input of zeros square to a sum of 2**64 or more,
+    # which wraps to a small one whose root fits: missing them would be a silently wrong root, not
+    # the ValueError of a root that does not fit.
+    x = np.zeros((2, size // 2), dtype=dtype)
+    x[1, -count:] = extreme
+    assert count * extreme**2 >= 2**64
+    with pytest.raises(ValueError, match=f"does not fit in {np.dtype(dtype).name}"):
+        numred.reduce_l2(x, [1])
+    x[1, -count:] = 3
+    assert numred.reduce_l2(x, [1]).tolist() == [[0], [math.isqrt(9 * count)]]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 @pytest.mark.parametrize("n", [127, 128, 129, 1000, 4099])  # around the lanes' block (kernels.products.LANES)
 def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):
