@@ -175,6 +175,13 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     return _int_call(plan, reduction.int_accumulator == WRAPPING, dtype, count)
 
 
+def int_l1_term(dtype: np.dtype):
+    """The integer kernels' term of ReduceL1 on ``dtype`` data: |x| (SUM_ABS, |INT_MIN| wrapping to
+    INT_MIN) for signed data; unsigned data is its own |x|, summed as ReduceSum sums it (False: the
+    exact sum, stored modulo 2**bits)."""
+    return ABS if dtype.kind == "i" else False
+
+
 def _finished_call(reduction, plan, dtype):
     """The KernelCall of a float ReduceL1 (ROUND: the sum of |x| rounded once, which is what every
     float sum kernel stores), of a float32, float16 or bfloat16 ReduceL2 or LogSum (the kernel of the
@@ -189,7 +196,7 @@ def _finished_call(reduction, plan, dtype):
     are no chunks."""
     if dtype not in FLOAT_BITS:
         if reduction.finish == ROUND:
-            return _int_call(plan, ABS if dtype.kind == "i" else False, dtype, 1)
+            return _int_call(plan, int_l1_term(dtype), dtype, 1)
         return None
     if reduction.finish == ROUND or dtype.char != "d":
         return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)
@@ -404,8 +411,8 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
 
 
 def _int_sums(plan, src, wrapping_term, count, result):
-    """Integer exact sum divided by ``count`` or wrapping sum of squares (squares True) or of |x|
-    (SUM_ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
+    """Integer exact sum divided by ``count`` or wrapping sum of squares (``wrapping_term`` True) or
+    of |x| (SUM_ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
     compute uint64 two's-complement bits, and the store keeps the low bits."""
     call = _int_call(plan, wrapping_term, src.dtype, count)
     if call is not None:

@@ -12,9 +12,9 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (ABS, EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
+from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
                        WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
-                       _geometry, _int_sums, _launch, _tasks, compute, kernel_call, products_kernel)
+                       _geometry, _int_sums, _launch, _tasks, compute, int_l1_term, kernel_call, products_kernel)
 from ._plan import make_plan
 from .kernels import finish, table
 from .kernels.serial import L2_SMALLEST_SUM
@@ -152,12 +152,10 @@ def finished_products(fractions, exponents, dtype):
 
 
 def _int_l1(plan, src, dtype):
-    """The sum of |x| modulo 2**bits, from the kernels' wrapping sums of |x| (integers.abs_bits:
-    |INT_MIN| wraps to INT_MIN, as the contract says); unsigned data is its own |x|, ReduceSum's."""
-    if dtype.kind == "u":
-        return compute(_INT_SUM, plan, src, dtype)
+    """The sum of |x| modulo 2**bits, from the kernels' chunk partials of the term int_l1_term picks
+    (the one-call case is _compute._finished_call's)."""
     result = np.empty(plan.n_kept, dtype=dtype)
-    _int_sums(plan, src, ABS, 1, result)
+    _int_sums(plan, src, int_l1_term(dtype), 1, result)
     return result
 
 
