@@ -78,6 +78,13 @@ def _single_run(x, axes) -> bool:
     return bool(plan.single_run)
 
 
+def _dtype(name: str):
+    """The dtype of one of dtype_names (bfloat16 registered with NumPy)."""
+    from numred._frontend import NARROW_INTS, supported_dtypes
+
+    return next(d for d in supported_dtypes() + list(NARROW_INTS) if str(d) == name)
+
+
 def _kernel_group(op, dtype) -> int:
     """The group of ``op``'s kernels on ``dtype`` data: operators of one group share kernels, of two
     groups none (but for small helpers). The operator's term, with two merges: a log-sum-exp's max
@@ -96,12 +103,12 @@ def _kernel_group(op, dtype) -> int:
 def shards(names: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     """The precompile tasks for dtypes ``names``: (dtype name, operator names) per group of operators
     that share kernels (_kernel_group), in registry order."""
-    from numred._frontend import NARROW_INTS, supported_dtypes
+    from numred._frontend import NARROW_INTS
     from numred._registry import OPS
 
     tasks = []
     for name in names:
-        dtype = next(d for d in supported_dtypes() + list(NARROW_INTS) if str(d) == name)
+        dtype = _dtype(name)
         groups: dict[int, list[str]] = {}
         for op in OPS:
             if op.narrow_ints or dtype not in NARROW_INTS:
@@ -116,11 +123,11 @@ def compile_dtype(name: str, fork: bool = False, op_names: tuple[str, ...] | Non
     serial variants of the parallel kernels): (name, seconds)."""
     import numred
     from numred import _runtime
-    from numred._frontend import NARROW_INTS, supported_dtypes
+    from numred._frontend import NARROW_INTS
     from numred._registry import OPS
 
     start = time.perf_counter()
-    dtype = next(d for d in supported_dtypes() + list(NARROW_INTS) if str(d) == name)
+    dtype = _dtype(name)
     ops = [op for op in OPS if (op.narrow_ints or dtype not in NARROW_INTS)
            and (op_names is None or op.name in op_names)]
     for shape, axes, *view in LAYOUTS:
