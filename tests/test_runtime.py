@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -222,12 +223,38 @@ def test_cached_kernels_close_over_constants_only():
         assert all(isinstance(v, (bool, int, float, str)) for v in values), (name, values)
 
 
+# When this module was collected: before any test of the session ran, on every worker (pytest-xdist
+# hands out tests only once all workers have collected them).
+_COLLECTED_AT = time.time()
+
+
+def _copy_cache_written_before(moment: float, env: dict) -> int:
+    """Copy this process's Numba cache of numred's kernels (indexes, and the machine code written
+    before ``moment``) to where a process with ``env`` looks for it: the cache as it was then. An
+    index entry whose code is left out is a cache miss (Numba compiles it). Returns the files of code."""
+    from numred.kernels import catalogue
+
+    where = "from numred.kernels import catalogue\nfor k in catalogue().values(): print(k._cache._cache_path)"
+    targets = run_python(where, env=env).split()
+    copied = 0
+    for source, target in set(zip((k._cache._cache_path for k in catalogue().values()), targets)):
+        os.makedirs(target, exist_ok=True)
+        for entry in os.scandir(source):
+            if entry.name.endswith(".nbi") or (entry.name.endswith(".nbc") and entry.stat().st_mtime < moment):
+                shutil.copy2(entry.path, target)
+                copied += entry.name.endswith(".nbc")
+    return copied
+
+
 def test_precompile_fills_the_cache_for_every_layout(tmp_path):
     # `python -m numred precompile` compiles every kernel family the plan layer picks: afterwards a
     # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing;
     # after `precompile --fork`, nor does one that runs serial kernels only, as a forked child does.
     # int32 takes both the integer kernels and, for means of parallel tiles, the float ones; every
     # operator, so that the ones built on other operators' kernels (L1, L2, LogSum) are covered too.
+    # After .ci/run's `precompile` of every dtype (NUMRED_PRECOMPILED=1) the first check is of its
+    # cache, as it was before this session's tests compiled anything into it, instead of a second
+    # int32 precompile here (two CPU-minutes of CI).
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     code = CACHE_MISSES + textwrap.dedent(
         """
@@ -250,11 +277,14 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
         print(cache_misses())
         """
     )
-    for options, parallel_allowed in (("", True), (", '--fork'", False)):
-        out = run_python("from numred.__main__ import main; "
-                         f"main(['precompile', '--dtype', 'int32', '--processes', '1'{options}])", env=env)
-        assert out.splitlines()[0].split()[0] == "int32"
-        assert int(run_python(code.replace("PARALLEL_ALLOWED", str(parallel_allowed)), env=env)) == 0, options
+    precompile = "from numred.__main__ import main; main(['precompile', '--dtype', 'int32', '--processes', '1'OPTIONS])"
+    if os.environ.get("NUMRED_PRECOMPILED") == "1":
+        assert _copy_cache_written_before(_COLLECTED_AT, env) > 0
+    else:
+        assert run_python(precompile.replace("OPTIONS", ""), env=env).split()[0] == "int32"
+    assert int(run_python(code.replace("PARALLEL_ALLOWED", "True"), env=env)) == 0
+    assert run_python(precompile.replace("OPTIONS", ", '--fork'"), env=env).split()[0] == "int32"
+    assert int(run_python(code.replace("PARALLEL_ALLOWED", "False"), env=env)) == 0
 
 
 def test_a_changed_helper_module_invalidates_the_cached_kernels(tmp_path):
