@@ -200,6 +200,27 @@ def test_32bit_l2_bound_reads_every_element(dtype, extreme, count, size):
     assert numred.reduce_l2(x, [1]).tolist() == [[0], [math.isqrt(9 * count)]]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
+    # Contiguous rows of narrow floats are multiplied as mantissas in [1, 2) and exponents apart, in
+    # blocks of kernels.products.SPLIT_BLOCK elements: every mantissa bit counts (factors of full
+    # mantissas, unlike the powers of two below), rows of one, two and three blocks and a remainder,
+    # both signs, and exponents that drift far from 0 (beyond float16's range) and back. Against the exact product, rounded
+    # once (oracle.float_prod_cell). A zero, an infinity or a NaN in a later block (the row is then
+    # multiplied factor by factor, from its first element again) must give the same as without blocks.
+    from numred.kernels.products import SPLIT_BLOCK
+
+    rng = np.random.default_rng(5)
+    for n in (128, SPLIT_BLOCK - 1, SPLIT_BLOCK, SPLIT_BLOCK + 1, 2 * SPLIT_BLOCK + 37):
+        # near 1 (products within float16's range), across an exponent boundary (both ends of a mantissa)
+        x = (rng.uniform(0.9, 1.1, (4, n)) * np.where(rng.random((4, n)) < 0.5, -1.0, 1.0)).astype(dtype)
+        x[1, : n // 2] *= np.asarray(8.0, dtype)  # exponents far above 0, then back below
+        x[1, n // 2:] /= np.asarray(8.0, dtype)
+        x[2, -1] = np.inf if n % 2 else 0.0
+        x[3, n - 2] = np.nan
+        assert_matches(numred.reduce_prod(x, [1]), expected("reduce_prod", x, [1]), f"n={n}")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 @pytest.mark.parametrize("n", [127, 128, 129, 1000, 4099])  # around the lanes' block (kernels.products.LANES)
 def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):

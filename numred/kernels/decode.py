@@ -8,7 +8,8 @@ from numba import njit, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 
-from .base import FASTMATH, SUM, SUM_SQUARES, _U64, _bits_to_float32, _bits_to_float64, _float64_to_bits
+from .base import (FASTMATH, SUM, SUM_SQUARES, _U64, _bits_to_float32, _bits_to_float64, _float32_to_bits,
+                   _float64_to_bits)
 
 _HALF_REBIAS = 2.0**1008  # 2**(1023 - 15): float64 exponent bias minus float16's
 
@@ -86,6 +87,23 @@ def _pair_bits(typingctx, run, index):
         return builder.load(pointer, align=2)
 
     return types.uint32(run, index), codegen
+
+
+def as_float32_bits(x):
+    """A narrow float element's value as float32 bits (uint32), exactly: float32 as it is, bfloat16
+    (the top half of a float32) shifted into place, float16 converted (every float16 is a float32,
+    its subnormals normal ones)."""
+
+
+@overload(as_float32_bits, jit_options={"fastmath": False})
+def _as_float32_bits_impl(x):
+    if x == types.float32:
+        return lambda x: _float32_to_bits(x)
+    if x == types.int16:  # bfloat16 bits
+        return lambda x: np.uint32(np.uint16(x)) << np.uint32(16)
+    if x == types.uint16:  # float16 bits
+        return lambda x: _float32_to_bits(np.float32(as_float64(x)))
+    return None
 
 
 def as_wide(x):
