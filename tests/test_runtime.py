@@ -373,8 +373,8 @@ def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
     # A forked child of a process that ran parallel kernels runs their serial variants: same chunks,
     # same order, so float results must be bit-identical, or a pool's results would depend on
     # whether its parent had reduced something before forking. Every operator in one test per
-    # dtype: operators share kernels, which one process then compiles once (the serial variants
-    # are not precompiled, and test processes would each compile them).
+    # dtype: operators share kernels, which one process then compiles once where they are not
+    # precompiled (CI's `precompile --fork` compiles them; a session's own precompile does not).
     from numred._frontend import CARRIERS, as_supported_array, supported_dtypes
     from numred._plan import make_plan
 
