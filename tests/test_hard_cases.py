@@ -205,28 +205,35 @@ def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
     # Contiguous rows of narrow floats are multiplied as mantissas in [1, 2) and exponents apart, in
     # blocks of kernels.products.SPLIT_BLOCK elements: every mantissa bit counts (factors of full
     # mantissas, unlike the powers of two below), rows of one, two and three blocks and a remainder,
-    # both signs, and exponents that drift far from 0 (beyond float16's range) and back. Against the exact product, rounded
-    # once (oracle.float_prod_cell). A zero, an infinity or a NaN in a later block (the row is then
-    # multiplied factor by factor, from its first element again) must give the same as without blocks.
-    from numred.kernels.products import SPLIT_BLOCK
+    # both signs, exponents that drift far from 0 (beyond float16's range) and back, and subnormal
+    # factors. Against the exact product, rounded once (oracle.float_prod_cell). A zero, an infinity
+    # or a NaN, in the first block or a later one, decides the product with the IEEE sign.
+    from numred.kernels.products import SPLIT_BLOCK, SPLIT_MIN
 
     rng = np.random.default_rng(5)
-    for n in (128, SPLIT_BLOCK - 1, SPLIT_BLOCK, SPLIT_BLOCK + 1, 2 * SPLIT_BLOCK + 37):
+    info = ml_dtypes.finfo(dtype)
+    k = -int(np.log2(float(info.smallest_subnormal)))
+    for n in (SPLIT_MIN, SPLIT_BLOCK - 1, SPLIT_BLOCK, SPLIT_BLOCK + 1, 2 * SPLIT_BLOCK + 37):
         # near 1 (products within float16's range), across an exponent boundary (both ends of a mantissa)
-        x = (rng.uniform(0.9, 1.1, (4, n)) * np.where(rng.random((4, n)) < 0.5, -1.0, 1.0)).astype(dtype)
+        x = (rng.uniform(0.9, 1.1, (6, n)) * np.where(rng.random((6, n)) < 0.5, -1.0, 1.0)).astype(dtype)
+        x[0, 3] = 3 * info.smallest_subnormal  # a subnormal, made up for by two large factors
+        x[0, n - 5], x[0, n - 4] = 2.0 ** (k // 2), 2.0 ** (k - k // 2)
         x[1, : n // 2] *= np.asarray(8.0, dtype)  # exponents far above 0, then back below
         x[1, n // 2:] /= np.asarray(8.0, dtype)
         x[2, -1] = np.inf if n % 2 else 0.0
         x[3, n - 2] = np.nan
+        x[4, 1] = -0.0
+        x[5, 0], x[5, -1] = 0.0, -np.inf  # 0 x inf
         assert_matches(numred.reduce_prod(x, [1]), expected("reduce_prod", x, [1]), f"n={n}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
-@pytest.mark.parametrize("n", [127, 128, 129, 1000, 4099])  # around the lanes' block (kernels.products.LANES)
+@pytest.mark.parametrize("n", [127, 128, 129, 1000, 4099])  # around kernels.products.SPLIT_MIN and SPLIT_BLOCK
 def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):
-    # Contiguous runs of narrow floats are multiplied in independent lanes: factors of extreme
-    # exponents must not overflow or underflow on the way, and a zero, an infinity or a NaN in any
-    # lane (or in the last, partial block) decides the result with the IEEE sign. Factors are
+    # Contiguous runs of narrow floats are multiplied as split mantissas and exponents in blocks:
+    # factors of extreme exponents must not overflow or underflow on the way, and a zero, an
+    # infinity or a NaN in any block (or in the last, partial one) decides the result with the IEEE
+    # sign. Factors are
     # +-2**k: the exact product is a power of two, rounded once (to 0 or inf beyond the dtype). The
     # same factors as columns (the rows' transpose, contiguous, over axis 0) are a tile of outputs,
     # read four rows at a time and, from 128 rows on, as wide rows of several rows each.

@@ -10,9 +10,11 @@ first (a subnormal one scaled to a normal one by 2**64, exactly). Zeros, infinit
 renormalised and stay what they are: 0 x inf gives NaN, and the sign of every product (of a zero
 too) is the IEEE one. One rounding per multiplication. Contiguous runs of narrow floats split every
 element instead (_split_block): its mantissa in [1, 2) multiplied in float64, its exponent added as
-an integer, a renormalisation per SPLIT_BLOCK elements; a run holding a zero, a subnormal, an
-infinity or a NaN is multiplied again as above. (In a tile, whose lanes are independent, the split
-was slower than four factors per renormalisation.)
+an integer, one renormalisation per SPLIT_BLOCK elements, in a loop that vectorises (one running
+product renormalised every four factors waits on each multiplication). A run that holds a zero, an
+infinity or a NaN has its product decided by those (_special_factor); one with subnormals is split
+again, as float64 values. In a tile, whose lanes are independent, the split was slower than
+four factors per renormalisation.
 
 Integers multiply their two's-complement bits in uint64 (wrapping), whose low bits are the product
 modulo 2**bits of the dtype.
@@ -42,34 +44,14 @@ _SMALLEST_NORMAL = 2.0**-1022
 _SUBNORMAL_SCALE = 2.0**64
 # an exponent beyond this overflows or underflows float64 whatever the mantissa in [1, 2)
 _EXPONENT_LIMIT = 4000
-LANES = 32  # independent products of a contiguous run (_lanes_product)
+SPLIT_MIN = 128  # contiguous narrow-float runs from this length are split (_split_run_product)
 # elements of a contiguous narrow-float run whose mantissas in [1, 2) are multiplied before one
 # renormalisation (_split_block): their product stays below 2**1000, and times a mantissa below 2
 # inside float64's range (rows of 1000 float32 elements in one block: 0.9x the time of two of 512)
 SPLIT_BLOCK = 1000
 _F32_MANTISSA_AND_SIGN = np.uint32(0x807FFFFF)
 _F32_ONE_EXPONENT = np.uint32(127 << 23)
-
-
-def _u32_op(name):
-    """An intrinsic for one uint32 operation (``add``, wrapping; ``min``; ``max``) that stays 32
-    bits wide: Numba widens integer arithmetic to 64 bits, and the exponent lanes of _split_block
-    were then eight to a vector instead of sixteen."""
-
-    @intrinsic
-    def op(typingctx, a, b):
-        def codegen(context, builder, signature, args):
-            x, y = args
-            if name == "add":
-                return builder.add(x, y)
-            return builder.select(builder.icmp_unsigned("<" if name == "min" else ">", x, y), x, y)
-
-        return types.uint32(types.uint32, types.uint32), codegen
-
-    return op
-
-
-_add_u32, _min_u32, _max_u32 = _u32_op("add"), _u32_op("min"), _u32_op("max")
+_F32_INFINITY = np.uint32(0x7F800000)
 
 
 @njit(fastmath=False)
@@ -104,99 +86,109 @@ def finished_product(m, e):
     return math.ldexp(m, max(-_EXPONENT_LIMIT, min(_EXPONENT_LIMIT, e)))
 
 
-@njit(fastmath=False)
-def _lanes_product(run, n):
-    """(m, e): the product of a contiguous run of ``n`` narrow floats, in LANES independent
-    (mantissa, exponent) lanes, each taking four factors (one from each quarter of a block of
-    4 * LANES) between renormalisations: loops over the lanes that vectorise, where one running
-    product waits on each multiplication. (Lanes as scalars instead of arrays, to save their
-    allocation, did not vectorise: 4096x4096 float32 rows took 2.2x the time.) The rest of the run
-    goes to the lanes a factor each, then the lanes are multiplied together in halves, and the last
-    few factors one by one: where the lanes were multiplied one after the other and the rest taken
-    a lane at a time, those steps took about as long as the blocks of 1000-element rows."""
-    ms = np.ones(LANES)
-    es = np.zeros(LANES, dtype=np.int64)
-    whole = n - n % (4 * LANES)
-    for i0 in range(0, whole, 4 * LANES):
-        a = run[i0:i0 + LANES]
-        b = run[i0 + LANES:i0 + 2 * LANES]
-        c = run[i0 + 2 * LANES:i0 + 3 * LANES]
-        d = run[i0 + 3 * LANES:i0 + 4 * LANES]
-        for j in range(LANES):
-            m, e = _renormalised(ms[j] * ((as_float64(a[j]) * as_float64(b[j])) * (as_float64(c[j]) * as_float64(d[j]))),
-                                 es[j])
-            ms[j] = m
-            es[j] = e
-    i0 = whole
-    while i0 + LANES <= n:  # at most three more factors per lane
-        a = run[i0:i0 + LANES]
-        for j in range(LANES):
-            m, e = _renormalised(ms[j] * as_float64(a[j]), es[j])
-            ms[j] = m
-            es[j] = e
-        i0 += LANES
-    half = LANES // 2
-    while half >= 1:  # mantissas in [1, 2): their products in [1, 4)
-        for j in range(half):
-            m, e = _renormalised(ms[j] * ms[j + half], es[j] + es[j + half])
-            ms[j] = m
-            es[j] = e
-        half //= 2
-    m, e = ms[0], es[0]
-    for i in range(i0, n):  # fewer than LANES
-        m, e = _renormalised(m * as_float64(run[i]), e)
-    return m, e
+def _u32_op(name):
+    """An intrinsic for one uint32 operation (``add``, wrapping; ``min``; ``max``) that stays 32
+    bits wide: Numba widens integer arithmetic to 64 bits, and the exponent lanes of _split_block
+    were then eight to a vector instead of sixteen (1.4x the time)."""
+
+    @intrinsic
+    def op(typingctx, a, b):
+        def codegen(context, builder, signature, args):
+            x, y = args
+            if name == "add":
+                return builder.add(x, y)
+            return builder.select(builder.icmp_unsigned("<" if name == "min" else ">", x, y), x, y)
+
+        return types.uint32(types.uint32, types.uint32), codegen
+
+    return op
+
+
+_add_u32, _min_u32, _max_u32 = _u32_op("add"), _u32_op("min"), _u32_op("max")
 
 
 @njit(fastmath={"reassoc"})
 def _split_block(block):
     """(product, exponents, smallest, largest) of a contiguous block of narrow floats (at most
     SPLIT_BLOCK; a view from its first element: with the loop from an offset of a longer run, LLVM
-    did not vectorise it, 5.5x the time): each element split into its mantissa in [1, 2), with its sign, and its biased
-    float32 exponent; the product of the mantissas in float64 (at most 2**SPLIT_BLOCK in magnitude,
-    in any order: reassociated, so that the loop vectorises), the sum of the biased exponents, and
-    their smallest and largest, which tell whether any element was a zero, a subnormal (0), an
-    infinity or NaN (255), for which the split does not hold."""
+    did not vectorise it, 5.5x the time). Each element, as float32 bits, is split into its mantissa
+    in [1, 2), with its sign, and its biased exponent: the product of the mantissas in float64
+    (below 2**SPLIT_BLOCK in magnitude in any order: reassociated, so that the loop vectorises),
+    the sum of the exponents, and the smallest and largest exponent: 0 for a zero or a subnormal,
+    255 for an infinity or NaN, for which the split does not hold. (Splitting the float64 value
+    instead, in 64-bit lanes, took 1.4x the time.)"""
     product = 1.0
-    exponents = np.uint32(0)
+    exponents = largest = np.uint32(0)
     smallest = np.uint32(255)
-    largest = np.uint32(0)
     for i in range(block.size):
         bits = as_float32_bits(block[i])
-        biased = _biased(bits)
-        product *= _mantissa(bits)
+        biased = (bits >> np.uint32(23)) & np.uint32(0xFF)
+        product *= np.float64(_bits_to_float32((bits & _F32_MANTISSA_AND_SIGN) | _F32_ONE_EXPONENT))
         exponents = _add_u32(exponents, biased)
         smallest = _min_u32(smallest, biased)
         largest = _max_u32(largest, biased)
     return product, exponents, smallest, largest
 
 
+@njit(fastmath={"reassoc"})
+def _split_block_float64(block):
+    """_split_block for a block with subnormal elements: each element split as a float64 value
+    (float32's subnormals are normal there), in 64-bit lanes; the exponents float64's biased ones."""
+    product = 1.0
+    exponents = 0
+    for i in range(block.size):
+        bits = _float64_to_bits(as_float64(block[i]))
+        product *= _bits_to_float64((bits & _MANTISSA_AND_SIGN) | _ONE_EXPONENT)
+        exponents += (bits >> 52) & 0x7FF
+    return product, exponents
+
+
+@njit(fastmath=False)
+def _special_factor(run):
+    """(True, the factor that decides the product) of a run of narrow floats holding a zero, an
+    infinity or a NaN: NaN with a NaN or both a zero and an infinity, else an infinity or a zero,
+    with the sign of the product; (False, 0.0) for one whose only special elements are subnormals.
+    One pass of counts in 32-bit lanes, so that it vectorises."""
+    zeros = infinities = nans = negatives = np.uint32(0)
+    for i in range(run.size):
+        bits = as_float32_bits(run[i])
+        magnitude = bits & np.uint32(0x7FFFFFFF)
+        zeros = _add_u32(zeros, np.uint32(magnitude == np.uint32(0)))
+        infinities = _add_u32(infinities, np.uint32(magnitude == _F32_INFINITY))
+        nans = _add_u32(nans, np.uint32(magnitude > _F32_INFINITY))
+        negatives = _add_u32(negatives, bits >> np.uint32(31))
+    if nans > 0 or (zeros > 0 and infinities > 0):
+        return True, math.nan
+    if zeros == 0 and infinities == 0:
+        return False, 0.0
+    factor = math.inf if infinities > 0 else 0.0
+    return True, (-factor if negatives % 2 == 1 else factor)
+
+
 @njit(fastmath=False)
 def _split_run_product(run, n, m, e):
     """(m, e) times the product of a contiguous run of narrow floats, in blocks of SPLIT_BLOCK
     elements (_split_block), each block's mantissa product and exponents added to (m, e) and
-    renormalised: (True, m', e'); (False, m, e) where an element was zero, subnormal, infinite or NaN
-    (the caller multiplies such runs factor by factor instead)."""
+    renormalised. A run holding a zero, an infinity or a NaN: m times its deciding factor
+    (_special_factor), IEEE's rules deciding with what (m, e) holds already (0 x inf is NaN). A run
+    with subnormals but none of those: again, split in float64 (_split_block_float64)."""
     split_m, split_e = m, e
     for start in range(0, n, SPLIT_BLOCK):
         stop = min(n, start + SPLIT_BLOCK)
         product, exponents, smallest, largest = _split_block(_view(run, start, stop))
         if smallest == 0 or largest == 255:
-            return False, m, e
+            decided, factor = _special_factor(run)
+            if decided:
+                return m * factor, e
+            break
         split_m, split_e = _renormalised(split_m * product, split_e + np.int64(exponents) - 127 * (stop - start))
-    return True, split_m, split_e
-
-
-@njit(fastmath=False)
-def _mantissa(bits):
-    """A narrow float's float32 bits as its mantissa in [1, 2), with its sign, in float64."""
-    return np.float64(_bits_to_float32((bits & _F32_MANTISSA_AND_SIGN) | _F32_ONE_EXPONENT))
-
-
-@njit(fastmath=False)
-def _biased(bits):
-    """A narrow float's float32 bits' biased exponent (0: zero or subnormal; 255: inf or NaN)."""
-    return (bits >> np.uint32(23)) & np.uint32(0xFF)
+    else:
+        return split_m, split_e
+    for start in range(0, n, SPLIT_BLOCK):  # subnormals, and no zero, infinity or NaN
+        stop = min(n, start + SPLIT_BLOCK)
+        product, exponents = _split_block_float64(_view(run, start, stop))
+        m, e = _renormalised(m * product, e + exponents - 1023 * (stop - start))
+    return m, e
 
 
 @njit(fastmath=False)
@@ -212,13 +204,8 @@ def _float64_run_product(src, offset, n, step, m, e):
 def _narrow_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of narrow float elements, four factors between
     renormalisations."""
-    if step == 1 and n >= 4 * LANES:
-        run = _view(src, offset, offset + n)
-        split, split_m, split_e = _split_run_product(run, n, m, e)
-        if split:
-            return split_m, split_e
-        lanes_m, lanes_e = _lanes_product(run, n)
-        return _renormalised(m * lanes_m, e + lanes_e)
+    if step == 1 and n >= SPLIT_MIN:
+        return _split_run_product(_view(src, offset, offset + n), n, m, e)
     whole = n - n % 4
     for i in range(0, whole, 4):
         p = (as_float64(src[offset + i * step]) * as_float64(src[offset + (i + 1) * step])) * (
