@@ -252,9 +252,12 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
     # after `precompile --fork`, nor does one that runs serial kernels only, as a forked child does.
     # int32 takes both the integer kernels and, for means of parallel tiles, the float ones; every
     # operator, so that the ones built on other operators' kernels (L1, L2, LogSum) are covered too.
-    # After .ci/run's `precompile` of every dtype (NUMRED_PRECOMPILED=1) the first check is of its
-    # cache, as it was before this session's tests compiled anything into it, instead of a second
-    # int32 precompile here (two CPU-minutes of CI).
+    # After .ci/run's `precompile --fork` of every dtype (NUMRED_PRECOMPILED=1) the first check is
+    # of its cache, as it was before this session's tests compiled anything into it, instead of a
+    # second int32 precompile here (two CPU-minutes of CI). That cache holds the serial variants
+    # too, so there the check is of `--fork`'s parallel kernels; runs without NUMRED_PRECOMPILED
+    # check the default precompile. (A plain `precompile` step before the `--fork` one, to check
+    # it in CI, cost CI 90 s: the second step loads every kernel again, shard by shard.)
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     code = CACHE_MISSES + textwrap.dedent(
         """
