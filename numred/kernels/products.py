@@ -31,8 +31,8 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from .base import (_U64, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run, _offset_of, _task,
-                   _unpack, _view)
+from .base import (_U64, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
+                   _offset_of, _task, _unpack, _view)
 from .decode import as_bits, as_float32_bits, as_float64
 from .general import _rows_per_wide_row
 from .store import store_rounded
@@ -203,7 +203,7 @@ def _float64_run_product(src, offset, n, step, m, e):
 @njit(fastmath=False)
 def _narrow_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of narrow float elements, four factors between
-    renormalisations."""
+    renormalisations; a contiguous run of SPLIT_MIN elements or more split (_split_run_product)."""
     if step == 1 and n >= SPLIT_MIN:
         return _split_run_product(_view(src, offset, offset + n), n, m, e)
     whole = n - n % 4
