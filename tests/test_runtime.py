@@ -234,10 +234,10 @@ def _copy_cache_written_before(moment: float, env: dict) -> int:
     index entry whose code is left out is a cache miss (Numba compiles it). Returns the files of code."""
     from numred.kernels import catalogue
 
-    where = "from numred.kernels import catalogue\nfor k in catalogue().values(): print(k._cache._cache_path)"
+    where = "from numred.kernels import catalogue\nfor k in catalogue().values(): print(k.stats.cache_path)"
     targets = run_python(where, env=env).split()
     copied = 0
-    for source, target in set(zip((k._cache._cache_path for k in catalogue().values()), targets)):
+    for source, target in set(zip((k.stats.cache_path for k in catalogue().values()), targets)):
         os.makedirs(target, exist_ok=True)
         for entry in os.scandir(source):
             if entry.name.endswith(".nbi") or (entry.name.endswith(".nbc") and entry.stat().st_mtime < moment):

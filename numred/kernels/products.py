@@ -166,12 +166,13 @@ def _special_factor(run):
 
 
 @njit(fastmath=False)
-def _split_run_product(run, n, m, e):
+def _split_run_product(run, m, e):
     """(m, e) times the product of a contiguous run of narrow floats, in blocks of SPLIT_BLOCK
     elements (_split_block), each block's mantissa product and exponents added to (m, e) and
     renormalised. A run holding a zero, an infinity or a NaN: m times its deciding factor
     (_special_factor), IEEE's rules deciding with what (m, e) holds already (0 x inf is NaN). A run
     with subnormals but none of those: again, split in float64 (_split_block_float64)."""
+    n = run.size
     split_m, split_e = m, e
     for start in range(0, n, SPLIT_BLOCK):
         stop = min(n, start + SPLIT_BLOCK)
@@ -205,7 +206,7 @@ def _narrow_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of narrow float elements, four factors between
     renormalisations; a contiguous run of SPLIT_MIN elements or more split (_split_run_product)."""
     if step == 1 and n >= SPLIT_MIN:
-        return _split_run_product(_view(src, offset, offset + n), n, m, e)
+        return _split_run_product(_view(src, offset, offset + n), m, e)
     whole = n - n % 4
     for i in range(0, whole, 4):
         p = (as_float64(src[offset + i * step]) * as_float64(src[offset + (i + 1) * step])) * (
