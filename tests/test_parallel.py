@@ -16,6 +16,7 @@ Data families:
 """
 from __future__ import annotations
 
+import errno
 import functools
 import math
 from fractions import Fraction
@@ -666,3 +667,49 @@ def test_a_float64_sum_overflows_only_when_the_exact_sum_does(shape):
     for call in range(2):
         got = numred.reduce_sum(y, [1], keepdims=0)
         assert np.array_equal(got, expected), (call, got[:3], got[-1:])
+
+
+def _errno_of_this_thread():
+    """The C library's errno of the calling thread, as a ctypes int (glibc's __errno_location, macOS's
+    __error), or None."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:
+        return None
+    for name in ("__errno_location", "__error"):
+        location = getattr(libc, name, None)
+        if location is not None:
+            location.restype = ctypes.POINTER(ctypes.c_int)
+            return location().contents
+    return None
+
+
+ERRNO = _errno_of_this_thread()
+# one layout of each kind: single runs, tiles, narrow tiles, blocks, the general walker, the serial path
+FINISH_LAYOUTS = {"rows": ((2000, 300), [1]), "tiles": ((8, 64, 28, 28), [1]), "narrow tiles": ((2048, 300, 2), [1]),
+                  "blocks": ((30, 40, 50), [1, 2]), "general": ((40, 50, 30), [0, 2]), "serial": ((6, 5, 4), [1])}
+
+
+@pytest.mark.skipif(ERRNO is None, reason="needs the C library's errno")
+@pytest.mark.parametrize("layout", FINISH_LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("opname", ["reduce_sum", "reduce_mean"])
+def test_sums_do_not_take_the_log_that_only_reduce_log_sum_asks_for(opname, dtype, layout):
+    # The sum kernels take their finish step (none, ReduceL2's square root, ReduceLogSum's log) as a
+    # runtime argument (kernels.store.finished). In the machine code saved to the disk cache, which is
+    # what a process that did not compile a kernel runs, LLVM once vectorised the store loops into a log
+    # of every output whatever the step: 2.3x the time of a float16 sum, and the C library's log of
+    # each negative sum set errno to EDOM, which is how this test sees it. (The floating-point
+    # exception flags cannot tell: LLVM converts a float16 value in a vector register whose other
+    # lanes may hold signalling NaNs.) One thread, so that the kernel runs in this thread, whose errno
+    # this is.
+    shape, axes = FINISH_LAYOUTS[layout]
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.dtype(BFLOAT16 if dtype == "bfloat16" else dtype))
+    reduce = getattr(numred, opname)
+    with_threads(1, reduce, x, axes)  # a first call may compile, or load from the cache
+    ERRNO.value = 0
+    result = with_threads(1, reduce, x, axes)
+    assert ERRNO.value != errno.EDOM
+    assert (np.asarray(result, np.float64) < 0).any()  # the data has negative sums
