@@ -236,7 +236,7 @@ def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):
     # sign. Factors are
     # +-2**k: the exact product is a power of two, rounded once (to 0 or inf beyond the dtype). The
     # same factors as columns (the rows' transpose, contiguous, over axis 0) are a tile of outputs,
-    # read four rows at a time and, from 128 rows on, as wide rows of several rows each.
+    # read six rows at a time and, from 128 rows on, as wide rows of several rows each.
     rng = np.random.default_rng(n)
     info = ml_dtypes.finfo(dtype)
     rows = 8
@@ -271,6 +271,30 @@ def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):
                                       if -1074 <= total <= 1023 else (-1.0 if negative else 1.0)
                                       * (np.inf if total > 0 else 0.0)).astype(dtype).astype(np.float64))
         assert got[r] == want and np.signbit(got[r]) == np.signbit(want), (r, got[r], want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("n", [60, 600, 3000])  # a narrow tile read row by row, and as wide rows
+def test_tile_products_of_the_smallest_subnormals_stay_exact_between_renormalisations(dtype, n):
+    # Tiles multiply kernels.products.NARROW_GROUP (six) narrow-float factors in float64 between
+    # renormalisations: six of the smallest subnormals and a mantissa below 2 are still a normal
+    # float64 (2**-894 for float32), where eight underflow to 0. Each column: a long stretch of the
+    # smallest subnormals, then as many of the largest powers of two as bring the product back into
+    # range, then ones; the exact product is a power of two, rounded once (to inf beyond the dtype).
+    info = ml_dtypes.finfo(dtype)
+    tiny = -int(np.log2(float(info.smallest_subnormal)))  # 149 for float32
+    big = info.maxexp - 1
+    x = np.ones((n, 8), dtype)
+    want = []
+    for c in range(8):
+        q = n * big // (tiny + big) - 1 - c  # tiny factors, then m big ones: q + m <= n
+        m = -(-q * tiny // big)
+        x[:q, c] = info.smallest_subnormal
+        x[q:q + m, c] = 2.0**big
+        with np.errstate(over="ignore"):
+            want.append(float(np.asarray(2.0 ** (m * big - q * tiny)).astype(dtype)))
+    got = numred.reduce_prod(x, 0, keepdims=0).astype(np.float64)
+    assert got.tolist() == want
 
 
 @pytest.mark.parametrize("n", [1 << 20, (1 << 20) + 1])  # the float64 path's limit, and past it

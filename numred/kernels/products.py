@@ -3,18 +3,18 @@ combines (numred._derived.products).
 
 Floats are multiplied in float64 as a mantissa and an exponent kept apart: after every few factors
 the float64 product is renormalised to [1, 2) from its own bits and its exponent moves to an int64,
-so no intermediate product overflows or underflows. Between renormalisations: four factors of the
-narrower floats (at most 2**128 and at least 2**-149 each: four of them and a mantissa below 2 stay
-well inside float64's normal range), or one float64 factor, itself split into mantissa and exponent
-first (a subnormal one scaled to a normal one by 2**64, exactly). Zeros, infinities and NaN are not
-renormalised and stay what they are: 0 x inf gives NaN, and the sign of every product (of a zero
-too) is the IEEE one. One rounding per multiplication. Contiguous runs of narrow floats split every
-element instead (_split_block): its mantissa in [1, 2) multiplied in float64, its exponent added as
-an integer, one renormalisation per SPLIT_BLOCK elements, in a loop that vectorises (one running
-product renormalised every four factors waits on each multiplication). A run that holds a zero, an
-infinity or a NaN has its product decided by those (_special_factor); one with subnormals is split
-again, as float64 values. In a tile, whose lanes are independent, the split was slower than
-four factors per renormalisation.
+so no intermediate product overflows or underflows. Between renormalisations: six factors of the
+narrower floats (NARROW_GROUP; at most 2**128 and at least 2**-149 each: six of them and a mantissa
+in [1, 2) stay within [2**-894, 2**769), inside float64's normal range), or one float64 factor,
+itself split into mantissa and exponent first (a subnormal one scaled to a normal one by 2**64,
+exactly). Zeros, infinities and NaN are not renormalised and stay what they are: 0 x inf gives
+NaN, and the sign of every product (of a zero too) is the IEEE one. One rounding per
+multiplication. Contiguous runs of narrow floats split every element instead (_split_block): its
+mantissa in [1, 2) multiplied in float64, its exponent added as an integer, one renormalisation per
+SPLIT_BLOCK elements, in a loop that vectorises (one running product renormalised every six
+factors waits on each multiplication). A run that holds a zero, an infinity or a NaN has its
+product decided by those (_special_factor); one with subnormals is split again, as float64 values.
+In a tile, whose lanes are independent, the split was slower than a few factors per renormalisation.
 
 Integers multiply their two's-complement bits in uint64 (wrapping), whose low bits are the product
 modulo 2**bits of the dtype.
@@ -44,6 +44,9 @@ _SMALLEST_NORMAL = 2.0**-1022
 _SUBNORMAL_SCALE = 2.0**64
 # an exponent beyond this overflows or underflows float64 whatever the mantissa in [1, 2)
 _EXPONENT_LIMIT = 4000
+# factors of a narrow float between renormalisations (module docstring); four took 1.1-1.3x the time
+# of tiles (ReduceProd float32 over 1000x1000 axis 0, 32x64x56x56 axis 1; in-process A/B)
+NARROW_GROUP = 6
 SPLIT_MIN = 128  # contiguous narrow-float runs from this length are split (_split_run_product)
 # elements of a contiguous narrow-float run whose mantissas in [1, 2) are multiplied before one
 # renormalisation (_split_block): their product stays below 2**1000, and times a mantissa below 2
@@ -202,16 +205,23 @@ def _float64_run_product(src, offset, n, step, m, e):
 
 
 @njit(fastmath=False)
+def _six_factors(a, b, c, d, e, f):
+    """The float64 product of NARROW_GROUP (six) narrow float factors, as a tree."""
+    return ((as_float64(a) * as_float64(b)) * (as_float64(c) * as_float64(d))) * (as_float64(e) * as_float64(f))
+
+
+@njit(fastmath=False)
 def _narrow_run_product(src, offset, n, step, m, e):
-    """(m, e) times the product of one strided run of narrow float elements, four factors between
-    renormalisations; a contiguous run of SPLIT_MIN elements or more split (_split_run_product)."""
+    """(m, e) times the product of one strided run of narrow float elements, NARROW_GROUP factors
+    between renormalisations; a contiguous run of SPLIT_MIN elements or more split
+    (_split_run_product)."""
     if step == 1 and n >= SPLIT_MIN:
         return _split_run_product(_view(src, offset, offset + n), m, e)
-    whole = n - n % 4
-    for i in range(0, whole, 4):
-        p = (as_float64(src[offset + i * step]) * as_float64(src[offset + (i + 1) * step])) * (
-            as_float64(src[offset + (i + 2) * step]) * as_float64(src[offset + (i + 3) * step]))
-        m, e = _renormalised(m * p, e)
+    whole = n - n % NARROW_GROUP
+    for i in range(0, whole, NARROW_GROUP):
+        first = offset + i * step
+        m, e = _renormalised(m * _six_factors(src[first], src[first + step], src[first + 2 * step],
+                                              src[first + 3 * step], src[first + 4 * step], src[first + 5 * step]), e)
     for i in range(whole, n):
         m, e = _renormalised(m * as_float64(src[offset + i * step]), e)
     return m, e
@@ -222,7 +232,7 @@ def _products_for(floats, float64, tiles):
     a narrower float) or integer data (wrapping uint64 partials), for single runs per output or for
     ``tiles`` of neighbouring outputs: constants, so that a call compiles only the code it runs (the
     runs of 1000x1000 float32 over axis 1 compiled in 4.7 s with the tiles' code beside them)."""
-    group = 1 if float64 else 4  # factors between renormalisations (module docstring)
+    group = 1 if float64 else NARROW_GROUP  # factors between renormalisations (module docstring)
 
     def products(src, base, dims, kept_ndim, nchunks, tile, out_mantissas, out_exponents, result):
         """Per task (``width`` outputs from k0: one, or a tile of neighbouring ones; a chunk c of the
@@ -265,7 +275,7 @@ def _products_for(floats, float64, tiles):
                 # narrow floats: back-to-back rows of a narrow tile read as wide rows of ``per_wide``
                 # rows (general._rows_per_wide_row), each column's factors in per_wide lanes,
                 # multiplied together at the end
-                per_wide = _rows_per_wide_row(width, step, end - pos) if floats and group == 4 else 1
+                per_wide = _rows_per_wide_row(width, step, end - pos) if floats and group > 1 else 1
                 wide = per_wide * width
                 ms = np.ones(wide)
                 es = np.zeros(wide, dtype=np.int64)
@@ -276,22 +286,40 @@ def _products_for(floats, float64, tiles):
                     j = 0
                     while j < n:
                         row = origin + offset + j * step
-                        if floats and group == 4 and rows == 0 and j + 4 * per_wide <= n:
-                            # four (wide) rows in one pass, renormalised in it: one load and store of each
-                            # lane's (mantissa, exponent) per four rows instead of five. 1000x1000 float32
-                            # over axis 0 took 0.69-0.74x the time, 4096x4096 0.45-0.49x, 32x64x56x56 over
-                            # axis 1 0.58-0.65x; with wide rows, 4194304x4 0.21x and 256x1024x8 over axis 1
-                            # 0.38x (processes in turns)
-                            row0 = _view(src, row, row + wide)
-                            row1 = _view(src, row + per_wide * step, row + per_wide * step + wide)
-                            row2 = _view(src, row + 2 * per_wide * step, row + 2 * per_wide * step + wide)
-                            row3 = _view(src, row + 3 * per_wide * step, row + 3 * per_wide * step + wide)
+                        if floats and group > 1 and rows == 0 and j + per_wide <= n:
+                            # six (wide) rows in one pass, renormalised in it: one load and store of each
+                            # lane's (mantissa, exponent) per six rows instead of seven. (Four rows in one
+                            # pass against one: 1000x1000 float32 over axis 0 took 0.69-0.74x the time,
+                            # 4096x4096 0.45-0.49x, 32x64x56x56 over axis 1 0.58-0.65x; with wide rows,
+                            # 4194304x4 0.21x and 256x1024x8 over axis 1 0.38x, processes in turns.)
+                            stride = per_wide * step
+                            if j + group * per_wide <= n:
+                                row0 = _view(src, row, row + wide)  # (views, so that the loop vectorises)
+                                row1 = _view(src, row + stride, row + stride + wide)
+                                row2 = _view(src, row + 2 * stride, row + 2 * stride + wide)
+                                row3 = _view(src, row + 3 * stride, row + 3 * stride + wide)
+                                row4 = _view(src, row + 4 * stride, row + 4 * stride + wide)
+                                row5 = _view(src, row + 5 * stride, row + 5 * stride + wide)
+                                for w in range(wide):
+                                    m, e = _renormalised(ms[w] * _six_factors(row0[w], row1[w], row2[w], row3[w],
+                                                                              row4[w], row5[w]), es[w])
+                                    ms[w] = m
+                                    es[w] = e
+                                j += group * per_wide
+                                continue
+                            # the run's last whole wide rows, fewer than six: one factor each per lane,
+                            # then a renormalisation (one by one over the outputs' width, 256x1024x8 over
+                            # axis 1 took 1.07-1.16x the time of four rows per pass)
+                            count = (n - j) // per_wide
+                            for r in range(count):
+                                factors = _view(src, row + r * stride, row + r * stride + wide)
+                                for w in range(wide):
+                                    ms[w] *= as_float64(factors[w])
                             for w in range(wide):
-                                m, e = _renormalised(ms[w] * ((as_float64(row0[w]) * as_float64(row1[w]))
-                                                              * (as_float64(row2[w]) * as_float64(row3[w]))), es[w])
+                                m, e = _renormalised(ms[w], es[w])
                                 ms[w] = m
                                 es[w] = e
-                            j += 4 * per_wide
+                            j += count * per_wide
                             continue
                         if floats and group == 1:
                             for w in range(width):
