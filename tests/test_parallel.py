@@ -698,10 +698,11 @@ FINISH_LAYOUTS = {"rows": ((2000, 300), [1]), "tiles": ((8, 64, 28, 28), [1]), "
 @pytest.mark.parametrize("opname", ["reduce_sum", "reduce_mean"])
 def test_sums_do_not_take_the_log_that_only_reduce_log_sum_asks_for(opname, dtype, layout):
     # The sum kernels take their finish step (none, ReduceL2's square root, ReduceLogSum's log) as a
-    # runtime argument (kernels.store.finished). In the machine code saved to the disk cache, which is
-    # what a process that did not compile a kernel runs, LLVM once vectorised the store loops into a log
-    # of every output whatever the step: 2.3x the time of a float16 sum, and the C library's log of
-    # each negative sum set errno to EDOM, which is how this test sees it. (The floating-point
+    # runtime argument (kernels.store.finished). LLVM once vectorised the store loops of float16 and
+    # bfloat16 kernels into a log of every output whatever the step, mostly in the machine code saved
+    # to the disk cache, which every process that did not compile a kernel runs: 2.3x the time of a
+    # float16 sum, and the C library's log of each negative sum set errno to EDOM, which is how this
+    # test sees it. (The floating-point
     # exception flags cannot tell: LLVM converts a float16 value in a vector register whose other
     # lanes may hold signalling NaNs.) One thread, so that the kernel runs in this thread, whose errno
     # this is.
