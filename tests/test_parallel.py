@@ -687,9 +687,11 @@ def _errno_of_this_thread():
 
 
 ERRNO = _errno_of_this_thread()
-# one layout of each kind: single runs, tiles, narrow tiles, blocks, the general walker, the serial path
+# one layout of each kind the plan picks: single runs, tiles, narrow tiles, blocks, the general walker
+# (tiles of 50 outputs), chunks of a reduced range finished after the kernel, the serial path
 FINISH_LAYOUTS = {"rows": ((2000, 300), [1]), "tiles": ((8, 64, 28, 28), [1]), "narrow tiles": ((2048, 300, 2), [1]),
-                  "blocks": ((30, 40, 50), [1, 2]), "general": ((40, 50, 30), [0, 2]), "serial": ((6, 5, 4), [1])}
+                  "blocks": ((40, 50, 30), [0, 2]), "general": ((30, 20, 40, 50), [0, 2]),
+                  "chunks": ((4, 1_000_000), [1]), "serial": ((6, 5, 4), [1])}
 
 
 @pytest.mark.skipif(ERRNO is None, reason="needs the C library's errno")
@@ -702,10 +704,9 @@ def test_sums_do_not_take_the_log_that_only_reduce_log_sum_asks_for(opname, dtyp
     # bfloat16 kernels into a log of every output whatever the step, mostly in the machine code saved
     # to the disk cache, which every process that did not compile a kernel runs: 2.3x the time of a
     # float16 sum, and the C library's log of each negative sum set errno to EDOM, which is how this
-    # test sees it. (The floating-point
-    # exception flags cannot tell: LLVM converts a float16 value in a vector register whose other
-    # lanes may hold signalling NaNs.) One thread, so that the kernel runs in this thread, whose errno
-    # this is.
+    # test sees it. (The floating-point exception flags cannot tell: LLVM converts a float16 value in
+    # a vector register whose other lanes may hold signalling NaNs.) One thread, so that the kernel
+    # runs in this thread, whose errno this is.
     shape, axes = FINISH_LAYOUTS[layout]
     x = np.random.default_rng(7).standard_normal(shape).astype(np.dtype(BFLOAT16 if dtype == "bfloat16" else dtype))
     reduce = getattr(numred, opname)
