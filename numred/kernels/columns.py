@@ -3,14 +3,16 @@ accumulators, and the fold of those accumulators into compensated totals.
 """
 from __future__ import annotations
 
-from numba import njit
+import functools
 
-from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _view
+from numba import njit
+from numba.extending import overload
+
+from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _constant, _view, njit_for
 from .decode import as_float64
 from .exp import exp_nonpositive
 
 
-@njit(fastmath=FASTMATH)
 def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
     """acc[w] += the terms (as in _float_run: x * scale, x * x, exp(x - max), |x|) of element w of
     ``nrows`` (1, 4, or 8 but not for SUM_EXP) rows of a tile. Tiles exist only over contiguous kept
@@ -20,66 +22,90 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
     contraction): on Zen 4 conversions and additions share two pipes and multiply-adds have two
     others, and float16 and bfloat16 column means took 0.89-0.96x the time of a tree of additions
     (float32, float64 and int32 unchanged; sums of squares 0.95-1.03x, left as a tree)."""
-    shift = maxima[k0:k0 + width]  # used by SUM_EXP only
-    r0 = _view(src, offset, offset + width)
-    if nrows == 8:
-        r1 = _view(src, offset + step, offset + step + width)
-        r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
-        r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
-        r4 = _view(src, offset + 4 * step, offset + 4 * step + width)
-        r5 = _view(src, offset + 5 * step, offset + 5 * step + width)
-        r6 = _view(src, offset + 6 * step, offset + 6 * step + width)
-        r7 = _view(src, offset + 7 * step, offset + 7 * step + width)
-        if mode == SUM:
+
+
+@functools.cache
+def _float_columns_for(nrows, mode):
+    """_float_columns for ``nrows`` rows and one ``mode``, constants: the other row counts' and modes'
+    loops are pruned. Numba does not prune branches on an argument's literal value, and each
+    call of the one function with every branch compiled in cost 0.6-0.9 s: 13-14 s of a dtype's
+    precompile over 14 (rows, mode) pairs."""
+
+    @njit_for(nrows, mode, fastmath=FASTMATH)
+    def float_columns(src, offset, step, width, scale, maxima, k0, acc):
+        shift = maxima[k0:k0 + width]  # used by SUM_EXP only
+        r0 = _view(src, offset, offset + width)
+        if nrows == 8:
+            r1 = _view(src, offset + step, offset + step + width)
+            r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+            r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
+            r4 = _view(src, offset + 4 * step, offset + 4 * step + width)
+            r5 = _view(src, offset + 5 * step, offset + 5 * step + width)
+            r6 = _view(src, offset + 6 * step, offset + 6 * step + width)
+            r7 = _view(src, offset + 7 * step, offset + 7 * step + width)
+            if mode == SUM:
+                for w in range(width):
+                    acc[w] += ((((((as_float64(r0[w]) * scale + as_float64(r1[w]) * scale)
+                                    + as_float64(r2[w]) * scale) + as_float64(r3[w]) * scale)
+                                  + as_float64(r4[w]) * scale) + as_float64(r5[w]) * scale)
+                               + as_float64(r6[w]) * scale) + as_float64(r7[w]) * scale
+            elif mode == SUM_ABS:
+                for w in range(width):
+                    acc[w] += (((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
+                                + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
+                               + ((abs(as_float64(r4[w])) + abs(as_float64(r5[w])))
+                                  + (abs(as_float64(r6[w])) + abs(as_float64(r7[w])))))
+            else:
+                for w in range(width):
+                    a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
+                    e, f, g, h = as_float64(r4[w]), as_float64(r5[w]), as_float64(r6[w]), as_float64(r7[w])
+                    acc[w] += ((a * a + b * b) + (c * c + d * d)) + ((e * e + f * f) + (g * g + h * h))
+        elif nrows == 4:
+            r1 = _view(src, offset + step, offset + step + width)
+            r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+            r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
+            if mode == SUM:  # each term scaled: a float64 sum that overflows is summed again scaled by 2**-64
+                for w in range(width):
+                    acc[w] += ((as_float64(r0[w]) * scale + as_float64(r1[w]) * scale)
+                               + (as_float64(r2[w]) * scale + as_float64(r3[w]) * scale))
+            elif mode == SUM_SQUARES:
+                for w in range(width):
+                    a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
+                    acc[w] += (a * a + b * b) + (c * c + d * d)
+            elif mode == SUM_ABS:
+                for w in range(width):
+                    acc[w] += ((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
+                               + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
+            else:
+                for w in range(width):
+                    m = shift[w]
+                    acc[w] += (exp_nonpositive(as_float64(r0[w]) - m) + exp_nonpositive(as_float64(r1[w]) - m)) + (
+                        exp_nonpositive(as_float64(r2[w]) - m) + exp_nonpositive(as_float64(r3[w]) - m))
+        elif mode == SUM:
             for w in range(width):
-                acc[w] += ((((((as_float64(r0[w]) * scale + as_float64(r1[w]) * scale) + as_float64(r2[w]) * scale)
-                               + as_float64(r3[w]) * scale) + as_float64(r4[w]) * scale) + as_float64(r5[w]) * scale)
-                           + as_float64(r6[w]) * scale) + as_float64(r7[w]) * scale
-        elif mode == SUM_ABS:
-            for w in range(width):
-                acc[w] += (((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
-                            + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
-                           + ((abs(as_float64(r4[w])) + abs(as_float64(r5[w])))
-                              + (abs(as_float64(r6[w])) + abs(as_float64(r7[w])))))
-        else:
-            for w in range(width):
-                a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
-                e, f, g, h = as_float64(r4[w]), as_float64(r5[w]), as_float64(r6[w]), as_float64(r7[w])
-                acc[w] += ((a * a + b * b) + (c * c + d * d)) + ((e * e + f * f) + (g * g + h * h))
-    elif nrows == 4:
-        r1 = _view(src, offset + step, offset + step + width)
-        r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
-        r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
-        if mode == SUM:  # each term scaled: a float64 sum that overflows is summed again scaled by 2**-64
-            for w in range(width):
-                acc[w] += ((as_float64(r0[w]) * scale + as_float64(r1[w]) * scale)
-                           + (as_float64(r2[w]) * scale + as_float64(r3[w]) * scale))
+                acc[w] += as_float64(r0[w]) * scale
         elif mode == SUM_SQUARES:
             for w in range(width):
-                a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
-                acc[w] += (a * a + b * b) + (c * c + d * d)
+                v = as_float64(r0[w])
+                acc[w] += v * v
         elif mode == SUM_ABS:
             for w in range(width):
-                acc[w] += ((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
-                           + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
+                acc[w] += abs(as_float64(r0[w]))
         else:
             for w in range(width):
-                m = shift[w]
-                acc[w] += (exp_nonpositive(as_float64(r0[w]) - m) + exp_nonpositive(as_float64(r1[w]) - m)) + (
-                    exp_nonpositive(as_float64(r2[w]) - m) + exp_nonpositive(as_float64(r3[w]) - m))
-    elif mode == SUM:
-        for w in range(width):
-            acc[w] += as_float64(r0[w]) * scale
-    elif mode == SUM_SQUARES:
-        for w in range(width):
-            v = as_float64(r0[w])
-            acc[w] += v * v
-    elif mode == SUM_ABS:
-        for w in range(width):
-            acc[w] += abs(as_float64(r0[w]))
-    else:
-        for w in range(width):
-            acc[w] += exp_nonpositive(as_float64(r0[w]) - shift[w])
+                acc[w] += exp_nonpositive(as_float64(r0[w]) - shift[w])
+
+    return float_columns
+
+
+@overload(_float_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _float_columns_by_rows(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
+    specialised = _float_columns_for(_constant(nrows, "nrows"), _constant(mode, "mode"))
+
+    def call(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
+        return specialised(src, offset, step, width, scale, maxima, k0, acc)
+
+    return call
 
 
 @njit(fastmath=False)
