@@ -183,6 +183,47 @@ def test_int32_l2_whose_root_does_not_fit_raises(shape, axes):
     assert got.dtype == np.int32 and np.all(got == math.isqrt(2 * 2**60))
 
 
+# single runs (parallel: long rows read in blocks, strided rows; serial) and small general geometries
+_L2_IN_ONE_PASS = [((6, 40_000), (1,), False), ((300, 800), (1,), True), ((9, 10), (1,), False),
+                   ((3, 2, 2), (1,), False), ((5, 6, 7), (0, 2), False)]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int64, np.uint64])
+@pytest.mark.parametrize("shape,axes,every_other", _L2_IN_ONE_PASS,
+                         ids=[f"{'x'.join(map(str, s))}-{a}{'-strided' if e else ''}" for s, a, e in _L2_IN_ONE_PASS])
+def test_int_l2_in_one_pass_is_exact_on_both_sides_of_its_bound(dtype, shape, axes, every_other, monkeypatch):
+    # Integer ReduceL2 of single runs and of small inputs is one kernel pass: each output's largest |x|
+    # m and its sum of squares modulo 2**64, exact where n * m**2 < 2**64, m at most
+    # isqrt((2**64 - 1) // n). Every element m: at the bound the sum is below 2**64, and a root that
+    # fits the dtype comes from the kernel alone (the driver's other path is not taken); one past
+    # it the sum is 2**64 or more, which wraps in the kernel, and the driver's general path must give
+    # the exact root or the ValueError of one that does not fit. Oracle: math.isqrt of n * m**2.
+    info = np.iinfo(dtype)
+    full = np.zeros(shape[:-1] + (shape[-1] * (2 if every_other else 1),), dtype)
+    x = full[..., ::2] if every_other else full
+    full[...] = info.max  # (the gaps of the strided view: never read)
+    n = math.prod(shape[a] for a in axes)
+    fit = math.isqrt(((1 << 64) - 1) // n)
+    for m in (min(fit, info.max), fit + 1):
+        if m > info.max:
+            continue
+        x[...] = m
+        root = math.isqrt(n * m * m)
+        if root > info.max:
+            with pytest.raises(ValueError, match=f"does not fit in {np.dtype(dtype).name}"):
+                numred.reduce_l2(x, list(axes))
+            continue
+        if m <= fit:
+            monkeypatch.setattr(numred._derived, "_int_l2", _no_second_pass)
+        got = numred.reduce_l2(x, list(axes), keepdims=0)
+        monkeypatch.undo()
+        assert got.dtype == dtype and np.all(got == root) and int(got.ravel()[0]) == root, (m, fit)
+
+
+def _no_second_pass(plan, src, dtype):
+    raise AssertionError("ReduceL2 took the general path")
+
+
 @pytest.mark.parametrize("size", [2**22 - 2, 2**22])  # both sides of _derived._EXTREMES_BY_KERNELS_MIN
 @pytest.mark.parametrize("dtype,extreme,count", [(np.int32, -(2**31), 4), (np.uint32, 2**32 - 1, 2)])
 def test_32bit_l2_bound_reads_every_element(dtype, extreme, count, size):
@@ -330,6 +371,40 @@ def test_32bit_tile_means_past_the_float64_limit_on_random_data(dtype):
     for j, total in enumerate(x.astype(np.int64).sum(axis=0).tolist()):  # exact: |total| < 2**53
         exact = abs(total) // n * (1 if total >= 0 else -1)
         assert int(out[j]) == exact, (j, int(out[j]), exact)
+
+
+@pytest.mark.parametrize("shape,axis", [((301, 300), 0), ((6, 520, 64), 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64, np.int8])
+def test_maxima_of_wide_tiles_find_every_planted_extreme(dtype, shape, axis):
+    # The maxima of wide tiles are taken four (wide) rows per pass, then one by one
+    # (kernels.general._max_keys_for). Output j gets the largest value at reduced position j and the
+    # smallest at the next one, so every slot of every pass holds some output's extremes; among floats
+    # also a NaN of either sign in every fifth output, and in every seventh one zeros of both signs
+    # only, the +0.0 (the max) or the -0.0 (the min) at position j alone.
+    n = shape[axis]
+    n_out = math.prod(shape) // n
+    rng = np.random.default_rng(5)
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        matrix = rng.integers(info.min + 1, info.max, (n, n_out), dtype=dtype)
+        top, bottom = info.max, info.min
+    else:
+        matrix = rng.uniform(-3, 3, (n, n_out)).astype(dtype)
+        top, bottom = np.inf, -np.inf
+    for j in range(n_out):
+        matrix[j % n, j], matrix[(j + 1) % n, j] = top, bottom
+    if np.dtype(dtype).kind not in "iu":
+        for j in range(0, n_out, 5):
+            matrix[(j + 2) % n, j] = -np.nan if j % 10 == 0 else np.nan
+        for j in range(3, n_out, 7):
+            matrix[:, j] = -0.0 if j % 2 else 0.0
+            matrix[j % n, j] = 0.0 if j % 2 else -0.0
+    # the reduced axis moved from the front of the matrix to ``axis`` of ``shape``
+    x = np.ascontiguousarray(np.moveaxis(matrix.reshape((n,) + tuple(s for a, s in enumerate(shape) if a != axis)), 0,
+                                         axis))
+    assert x.shape == shape
+    for op in ("reduce_max", "reduce_min"):
+        assert_matches(getattr(numred, op)(x, axis), expected(op, x, axis))
 
 
 @pytest.mark.parametrize("shape,axis", [((9, 7), 0), ((7, 9), 1), ((301, 131), 0), ((131, 301), 1)])

@@ -63,6 +63,7 @@ def catalogue() -> dict:
         kernels[f"serial float_log_sum_exp {flag}"] = serial.float_log_sum_exp(flag)
         kernels[f"serial extrema {flag}"] = serial.extrema(flag)
     kernels["serial int_log_sum_exp"] = serial.int_log_sum_exp()
+    kernels["serial int_l2"] = serial.int_l2()
     # the serial finishing steps called from Python (finish_*, all_finite)
     kernels.update({name: d for name, d in vars(finish).items() if isinstance(d, CPUDispatcher)
                     and d.py_func.__module__ == finish.__name__ and not name.startswith("_")})

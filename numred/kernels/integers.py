@@ -210,6 +210,32 @@ def _term_run(src, offset, n, step, wrapping_term):
 
 
 @njit(fastmath=False)
+def largest_magnitude_run(src, offset, n, step):
+    """max |x| over one run, as uint64 (a local accumulator: vectorises)."""
+    largest = _U64(0)
+    if step == 1:
+        run = _view(src, offset, offset + n)
+        for i in range(n):
+            largest = max(largest, abs_bits(run[i]))
+    else:
+        for i in range(n):
+            largest = max(largest, abs_bits(src[offset + i * step]))
+    return largest
+
+
+@njit(fastmath=False)
+def isqrt64(s):
+    """floor(sqrt(s)) of a uint64 s, exactly: float64's square root is within one of it (the root of
+    a number below 2**64 is below 2**32, so its square is exact in uint64)."""
+    root = _U64(min(math.sqrt(np.float64(s)), 4294967295.0))
+    while root * root > s:
+        root -= _U64(1)
+    while root < _U64(4294967295) and (root + _U64(1)) * (root + _U64(1)) <= s:
+        root += _U64(1)
+    return root
+
+
+@njit(fastmath=False)
 def _add_halves128(low, high, low_sum, high_sum):
     """(low, high) += high_sum * 2**32 + low_sum, in uint64 two's complement."""
     new_low = low + low_sum

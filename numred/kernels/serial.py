@@ -14,6 +14,7 @@ Accumulators, by operator and data (the contract's, as in ``numred._compute``):
 |                     |                            | tiles: plain per BLOCK rows, folded compensated        |
 | int_sums, mean      | 32- and 64-bit integers    | exact: sums of 32-bit halves, then 128 bits            |
 | int_sums, squares   | 32- and 64-bit integers    | uint64, wrapping                                       |
+| int_l2              | 32- and 64-bit integers    | uint64 sum of squares and max |x|: exact below 2**64   |
 | float_log_sum_exp   | every float                | max of integer keys (NaN wins), then float64 sum of    |
 |                     |                            | exp(x - max)                                           |
 | int_log_sum_exp     | every integer              | exact max, float64 sum of exp(x - max) by distance     |
@@ -36,7 +37,8 @@ from .base import (BLOCK, FASTMATH, MODE_NAMES, SQRT, SUM, SUM_ABS, SUM_EXP, SUM
                    _next_run, _offset_of, _task, _unpack, _view, inlined)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
-from .integers import INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, term_bits
+from .integers import (INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, abs_bits, high_half,
+                       isqrt64, square_bits, term_bits)
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_run
 from .states import add_compensated, compensated_value
 from .store import finished, store_rounded
@@ -430,6 +432,38 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
         result[k] = value
         decided = decided and fits
     return decided
+
+
+def serial_int_l2(src, base, dims, kept_ndim, largest_fit, root_max, result):
+    """Integer ReduceL2, as rows.int_rows_l2 over any geometry: each output's largest |x| and its sum
+    of squares modulo 2**64, exact where the largest |x| is at most ``largest_fit``, and its isqrt,
+    if at most ``root_max``. Returns whether every output was decided so."""
+    src = _borrowed(src)
+    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
+    nr = np.prod(rshape)
+    step = rstrides[-1]
+    decided = True
+    for k in range(result.size):
+        origin = base + _offset_of(k, kshape, kstrides)
+        largest = _U64(0)
+        squares = _U64(0)
+        pos = 0
+        while pos < nr:
+            offset, n = _next_run(pos, nr, rshape, rstrides)
+            for i in range(n):
+                x = src[origin + offset + i * step]
+                largest = max(largest, abs_bits(x))
+                squares += square_bits(x)
+            pos += n
+        root = isqrt64(squares)
+        result[k] = root
+        decided = decided and largest <= largest_fit and root <= root_max
+    return decided
+
+
+@functools.cache
+def int_l2():
+    return entry(serial_int_l2)
 
 
 @functools.cache
