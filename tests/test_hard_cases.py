@@ -183,7 +183,7 @@ def test_int32_l2_whose_root_does_not_fit_raises(shape, axes):
     assert got.dtype == np.int32 and np.all(got == math.isqrt(2 * 2**60))
 
 
-# single runs (parallel: long rows read in blocks, strided rows; serial) and small general geometries
+# single runs (parallel: long rows, strided rows; serial) and small general geometries
 _L2_IN_ONE_PASS = [((6, 40_000), (1,), False), ((300, 800), (1,), True), ((9, 10), (1,), False),
                    ((3, 2, 2), (1,), False), ((5, 6, 7), (0, 2), False)]
 

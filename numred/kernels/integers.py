@@ -210,17 +210,27 @@ def _term_run(src, offset, n, step, wrapping_term):
 
 
 @njit(fastmath=False)
-def largest_magnitude_run(src, offset, n, step):
-    """max |x| over one run, as uint64 (a local accumulator: vectorises)."""
-    largest = _U64(0)
+def squares_and_largest_run(src, offset, n, step):
+    """(sum of x * x modulo 2**64, max |x|) over one run of n >= 1 elements, as uint64, in one loop
+    that vectorises: the max |x| from the run's min and max in its own integer type, whose lanes are
+    as narrow as the data (int32 |x| in uint64 lanes took 1.1x the time, and a second pass for the
+    magnitudes 1.2-1.45x)."""
+    lowest = highest = src[offset]
+    total = _U64(0)
     if step == 1:
         run = _view(src, offset, offset + n)
         for i in range(n):
-            largest = max(largest, abs_bits(run[i]))
+            x = run[i]
+            lowest = min(lowest, x)
+            highest = max(highest, x)
+            total += square_bits(x)
     else:
         for i in range(n):
-            largest = max(largest, abs_bits(src[offset + i * step]))
-    return largest
+            x = src[offset + i * step]
+            lowest = min(lowest, x)
+            highest = max(highest, x)
+            total += square_bits(x)
+    return total, max(abs_bits(lowest), abs_bits(highest))
 
 
 @njit(fastmath=False)

@@ -16,7 +16,7 @@ from .columns import _fold
 from .decode import as_float64, as_wide
 from .finish import _combined_sum
 from .integers import (HALVES_BLOCK, INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
-                       _int_runs4, _term_run, isqrt64, largest_magnitude_run)
+                       _int_runs4, _term_run, isqrt64, squares_and_largest_run)
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
 from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_INT32_ROW,
                       ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
@@ -310,29 +310,19 @@ def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_m
     return fits.all()
 
 
-# A row of integer L2 is read in blocks of this many elements, each twice (max |x|, then the sum of
-# squares) while it is in the L2 cache.
-L2_ROW_BLOCK = 1 << 14
-
-
 def int_rows_l2(src, base, kept_stride, n_kept, n_reduced, step, largest_fit, root_max, result):
     """Integer ReduceL2 of each row in one task: the largest |x| and the sum of squares modulo 2**64
-    (integers._term_run, ReduceSumSquare's) block by block. Where max |x| is at most ``largest_fit``
+    in one pass (integers.squares_and_largest_run). Where max |x| is at most ``largest_fit``
     (n * max|x|**2 < 2**64) that sum is the exact one and its isqrt the result, if at most
     ``root_max``. Returns whether every row was decided so; otherwise the driver computes the call
     its general way (_derived._int_l2: exact arithmetic, or the ValueError of a root that does not
-    fit). The bound over the whole input and a sum-of-squares kernel after it read the data twice
-    from memory: 1000x1000 int32 rows took 5x a mean's time."""
+    fit). The bound over the whole input, then a sum-of-squares kernel, read the data three times:
+    1000x1000 int32 rows took 5x a mean's time."""
     src = _borrowed(src)
     decided = np.empty(n_kept, dtype=np.bool_)
     for k in prange(n_kept):
         origin = base + k * kept_stride
-        largest = _U64(0)
-        squares = _U64(0)
-        for b in range(0, n_reduced, L2_ROW_BLOCK):
-            n = min(L2_ROW_BLOCK, n_reduced - b)
-            largest = max(largest, largest_magnitude_run(src, origin + b * step, n, step))
-            squares += _term_run(src, origin + b * step, n, step, True)
+        squares, largest = squares_and_largest_run(src, origin, n_reduced, step)
         root = isqrt64(squares)
         decided[k] = largest <= largest_fit and root <= root_max
         result[k] = root

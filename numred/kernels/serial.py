@@ -37,8 +37,8 @@ from .base import (BLOCK, FASTMATH, MODE_NAMES, SQRT, SUM, SUM_ABS, SUM_EXP, SUM
                    _next_run, _offset_of, _task, _unpack, _view, inlined)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
-from .integers import (INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, abs_bits, high_half,
-                       isqrt64, square_bits, term_bits)
+from .integers import (INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, isqrt64,
+                       squares_and_largest_run, term_bits)
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_run
 from .states import add_compensated, compensated_value
 from .store import finished, store_rounded
@@ -450,10 +450,9 @@ def serial_int_l2(src, base, dims, kept_ndim, largest_fit, root_max, result):
         pos = 0
         while pos < nr:
             offset, n = _next_run(pos, nr, rshape, rstrides)
-            for i in range(n):
-                x = src[origin + offset + i * step]
-                largest = max(largest, abs_bits(x))
-                squares += square_bits(x)
+            run_squares, run_largest = squares_and_largest_run(src, origin + offset, n, step)
+            squares += run_squares
+            largest = max(largest, run_largest)
             pos += n
         root = isqrt64(squares)
         result[k] = root
