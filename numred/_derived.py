@@ -15,7 +15,7 @@ from . import _exact
 from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
                        WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
                        _geometry, _int_sums, _launch, _tasks, compute, int_l1_term, kernel_call, products_kernel)
-from ._plan import make_plan
+from ._runtime import get_num_threads, run
 from .kernels import finish, table
 from .kernels.serial import L2_SMALLEST_SUM
 
@@ -174,34 +174,36 @@ def int_totals(plan, src, dtype):
     return [n * q - (n - 1) + (r - n * q + (n - 1)) % modulus for q, r in zip(quotients, residues)]
 
 
-# From this many elements on, the extremes of an integer input's memory come from ReduceMax's and
-# ReduceMin's parallel kernels instead of NumPy's one-thread max and min: 29 ms against 46 ms on
-# 8192x16384 int32. Below it, NumPy's: those kernels would be compiled for a first call that does
-# not need them (first calls of up to 1000x1000 are the cold-start measure).
-_EXTREMES_BY_KERNELS_MIN = 1 << 22
+# Below this many elements, the largest |x| of an integer input's memory is NumPy's (its min and max):
+# a kernel (kernels.rows.int_largest_magnitudes) would be compiled for a first call that does not
+# need it. From it on, that kernel's one parallel pass (32x64x56x56 int32: 0.65 ms against 1.25 ms for
+# ReduceMin's and ReduceMax's kernels).
+_LARGEST_BY_KERNEL_MIN = 1 << 16
+# pieces of the memory per thread in that kernel
+_LARGEST_PIECES_PER_THREAD = 4
 
 
-def _extremes(src, dtype):
-    """(min, max) of all of ``src`` (an integer input's memory), as Python ints."""
-    if src.size < _EXTREMES_BY_KERNELS_MIN:
-        return int(src.min()), int(src.max())
-    whole, _ = make_plan(src, (0,))
-    return int(compute(_MIN, whole, src, dtype)[0]), int(compute(_MAX, whole, src, dtype)[0])
+def _largest_magnitude(src):
+    """max |x| over all of ``src`` (an integer input's memory), as a Python int."""
+    if src.size < _LARGEST_BY_KERNEL_MIN:
+        return max(-int(src.min()), int(src.max()))
+    pieces = _LARGEST_PIECES_PER_THREAD * get_num_threads()
+    largest = np.empty(pieces, dtype=np.uint64)
+    run(table.KERNELS["int_largest_magnitudes"], True, src, -(-src.size // pieces), largest)
+    return int(largest.max())
 
 
 def squares_fit(plan, src, dtype):
     """Whether every output's exact integer sum of squares is below 2**64, so that the wrapping sum
     of squares modulo 2**64 (int_square_sums) is that sum. max|x| is first bounded over all of src's
-    memory (NumPy's max and min, in exact integers; src may hold elements between the input's own,
-    which can only raise the bound), and only where that bound is too large per output, by
-    ReduceMax's and ReduceMin's kernels: data of moderate magnitude compiles and runs no maxima
-    kernels."""
+    memory (_largest_magnitude; src may hold elements between the input's own, which can only raise
+    the bound), and only where that bound is too large per output, by ReduceMax's and ReduceMin's
+    kernels: data of moderate magnitude compiles and runs no maxima kernels."""
     n = plan.n_reduced
     info = np.iinfo(dtype)
     if n * max(info.max, -info.min) ** 2 < 1 << 64:  # whatever the data (int32: up to 3 elements)
         return True
-    lowest, highest = _extremes(src, dtype)
-    if n * max(abs(lowest), abs(highest)) ** 2 < 1 << 64:
+    if n * _largest_magnitude(src) ** 2 < 1 << 64:
         return True
     largest = _largest_magnitudes(plan, src, dtype)
     # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
@@ -220,11 +222,6 @@ def int_square_sums(plan, src, dtype):
     return sums
 
 
-# Up to this many outputs, integer L2 roots are math.isqrt's, one by one: the NumPy steps below (a float
-# square root corrected by one up or down, exactly) cost 13 us whatever the size, most of a 3x2x2 call.
-_FEW_ROOTS = 64
-
-
 def _int_l2(plan, src, dtype):
     """isqrt of the exact integer sum of squares of each output: from the wrapping sum of squares,
     which is that sum where it fits (squares_fit); elsewhere Undecided: the rows are summed in
@@ -232,18 +229,7 @@ def _int_l2(plan, src, dtype):
     if not squares_fit(plan, src, dtype):
         raise Undecided
     squares = int_square_sums(plan, src, dtype)
-    if squares.size <= _FEW_ROOTS:
-        roots = [math.isqrt(s) for s in squares.tolist()]
-        if roots and max(roots) > np.iinfo(dtype).max:
-            raise _exact.l2_does_not_fit(dtype)
-        return np.array(roots, dtype=dtype)
-    # the float64 square root is within one of isqrt (a sum below 2**64 has a root below 2**32)
-    roots = np.minimum(np.sqrt(squares.astype(np.float64)), 2.0**32 - 1).astype(np.uint64)
-    for _ in range(2):
-        roots -= (roots * roots > squares).astype(np.uint64)
-    for _ in range(2):
-        up = roots + np.uint64(1)
-        roots += ((roots < np.uint64(2**32 - 1)) & (up * up <= squares)).astype(np.uint64)
-    if roots.size and int(roots.max()) > np.iinfo(dtype).max:
+    roots = np.empty(squares.size, dtype=dtype)
+    if not finish.finish_int_roots(squares, np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1)), roots):
         raise _exact.l2_does_not_fit(dtype)
-    return roots.astype(dtype)
+    return roots

@@ -170,11 +170,12 @@ def test_signed_l1_sums_magnitudes_in_the_kernels_without_a_copy(dtype, shape, a
 
 
 @pytest.mark.parametrize("shape,axes", [((2,), (0,)), ((64, 2), (1,)), ((65, 2), (1,)), ((300, 2), (1,)),
-                                        ((2, 300), (0,))])
+                                        ((2, 300), (0,)), ((2, 300, 300), (0,)), ((2, 70000), (0,))])
 def test_int32_l2_whose_root_does_not_fit_raises(shape, axes):
     # sums of squares of 2**63, below 2**64, so decided by the kernels: roots of 3037000499.96 do not fit
-    # int32 (largest 2**31 - 1) and must raise, not wrap; one below 2**62 fits. Up to 64 outputs the
-    # roots are taken one by one (_derived._FEW_ROOTS), beyond in NumPy: both sides of that limit.
+    # int32 (largest 2**31 - 1) and must raise, not wrap; one below 2**62 fits. The roots of single
+    # runs and small inputs are the one-pass kernels' (kernels.rows.int_rows_l2,
+    # kernels.serial.serial_int_l2), the others kernels.finish.finish_int_roots'.
     x = np.full(shape, -(2**31), np.int32)
     with pytest.raises(ValueError, match="does not fit in int32"):
         numred.reduce_l2(x, list(axes))
@@ -224,21 +225,48 @@ def _no_second_pass(plan, src, dtype):
     raise AssertionError("ReduceL2 took the general path")
 
 
-@pytest.mark.parametrize("size", [2**22 - 2, 2**22])  # both sides of _derived._EXTREMES_BY_KERNELS_MIN
+# both sides of _derived._LARGEST_BY_KERNEL_MIN, and pieces of unequal length
+@pytest.mark.parametrize("size", [2**16 - 2, 2**16, 2**22 + 6])
+@pytest.mark.parametrize("tiles", [False, True], ids=["rows", "tiles"])
 @pytest.mark.parametrize("dtype,extreme,count", [(np.int32, -(2**31), 4), (np.uint32, 2**32 - 1, 2)])
-def test_32bit_l2_bound_reads_every_element(dtype, extreme, count, size):
-    # The kernels' sums of squares are taken modulo 2**64, exact only where a bound on max|x| over the
-    # input's memory (NumPy's min and max, or ReduceMin's and ReduceMax's kernels from 2**22 elements)
-    # says so. A few extremes at the very end of an input of zeros square to a sum of 2**64 or more,
-    # which wraps to a small one whose root fits: missing them would be a silently wrong root, not
-    # the ValueError of a root that does not fit.
+def test_32bit_l2_bound_reads_every_element(dtype, extreme, count, size, tiles):
+    # The kernels' sums of squares are taken modulo 2**64, exact only where a bound on max|x| says
+    # so: each row's own in the one-pass kernels of single runs, else one over the input's memory
+    # (NumPy's min and max, or a parallel kernel over pieces of it from 2**16 elements). A few
+    # extremes at the very end of an input of zeros square to a sum of 2**64 or more, which wraps to
+    # a small one whose root fits: missing them would be a silently wrong root, not the ValueError of
+    # a root that does not fit. Two outputs, as rows (axis 1) or as a tile (axis 0).
     x = np.zeros((2, size // 2), dtype=dtype)
-    x[1, -count:] = extreme
+    last = x[1, -count:]
+    if tiles:
+        x = np.ascontiguousarray(x.T)
+        last = x[-count:, 1]
+    axes = [0] if tiles else [1]
+    last[...] = extreme
     assert count * extreme**2 >= 2**64
     with pytest.raises(ValueError, match=f"does not fit in {np.dtype(dtype).name}"):
-        numred.reduce_l2(x, [1])
-    x[1, -count:] = 3
-    assert numred.reduce_l2(x, [1]).tolist() == [[0], [math.isqrt(9 * count)]]
+        numred.reduce_l2(x, axes)
+    last[...] = 3
+    assert numred.reduce_l2(x, axes, keepdims=0).tolist() == [0, math.isqrt(9 * count)]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_64bit_l2_bound_sees_one_large_element_anywhere_in_memory(dtype):
+    # One 64-bit element of 2**32 + 1 squares to more than 2**64 on its own: the sum of squares
+    # modulo 2**64 is then 2**33 + 1, whose root (92681) would be silently wrong. The bound over the
+    # input's memory (a parallel kernel over pieces of it, from 2**16 elements) must see that element
+    # wherever it is: at either end, and around every eighth and sixteenth of the memory (the
+    # pieces' edges for 1-4 threads). Two outputs as a tile (axis 0), so that the bound decides.
+    size = 2**16 + 6
+    x = np.zeros((size // 2, 2), dtype=dtype)
+    flat = x.reshape(-1)
+    positions = {0, 1, size - 2, size - 1}
+    positions |= {k * size // parts + d for parts in (8, 16) for k in range(1, parts) for d in (-1, 0, 1)}
+    for p in sorted(positions):
+        flat[p] = 2**32 + 1
+        got = numred.reduce_l2(x, [0], keepdims=0)
+        assert got.tolist() == [2**32 + 1 if p % 2 == j else 0 for j in range(2)], p
+        flat[p] = 0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])

@@ -10,7 +10,7 @@ from numba import njit
 
 from .._runtime import entry
 from .base import _U64
-from .integers import _int_log_sum_exp, _int_mean
+from .integers import _int_log_sum_exp, _int_mean, isqrt64
 from .maxima import key_to_float64
 from .states import combine_exp_sums, combine_maxima, combine_sums, combine_wide, combine_wrapping, compensated_value
 from .store import finished, store_rounded
@@ -127,6 +127,20 @@ def finish_int_squares(out_low, nchunks, result):
         for c in range(k * nchunks, (k + 1) * nchunks):
             total = combine_wrapping(total, out_low[c])
         result[k] = total
+
+
+@entry
+def finish_int_roots(squares, root_max, result):
+    """result[k] = isqrt(squares[k]) (uint64 sums of squares, exact ones): integer ReduceL2's roots.
+    Returns whether every root is at most ``root_max`` (a uint64), i.e. fits the dtype. (NumPy's
+    float64 square roots, corrected by one up or down, took 13 us whatever the size, and 0.7 ms for
+    100352 outputs.)"""
+    fits = True
+    for k in range(squares.size):
+        root = isqrt64(squares[k])
+        result[k] = root
+        fits = fits and root <= root_max
+    return fits
 
 
 @entry

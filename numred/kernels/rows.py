@@ -329,6 +329,17 @@ def int_rows_l2(src, base, kept_stride, n_kept, n_reduced, step, largest_fit, ro
     return decided.all()
 
 
+def int_largest_magnitudes(src, piece, result):
+    """result[k] = max |x| over src[k * piece:(k + 1) * piece] (the last piece shorter), as uint64:
+    the bound of integer ReduceL2 over an input's whole memory (numred._derived.squares_fit), one
+    pass, where NumPy's min and max took two, single-threaded, and ReduceMin's and ReduceMax's
+    kernels two."""
+    src = _borrowed(src)
+    for k in prange(result.size):
+        start = k * piece
+        result[k] = squares_and_largest_run(src, start, min(piece, src.size - start), 1)[1]
+
+
 def float_rows_extrema(src, keys, base, kept_stride, n_kept, n_reduced, step, inf_bits, flip, result):
     """The max (with ``flip`` -1 the min, maxima.flipped) of each row of float data, one row per task,
     stored in ``result`` (the input's carrier dtype; exact); NaN where a row holds one. ``keys`` is

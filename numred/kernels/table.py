@@ -10,7 +10,8 @@ from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp
 from .general import _float_sums_for, _int_sums_for, _max_keys_for, int_sum_exp
 from .integers import INT_TERMS
 from .products import _products_for
-from .rows import float_rows_extrema, float_rows_log_sum_exp, int_rows_extrema, int_rows_l2, int_rows_log_sum_exp
+from .rows import (float_rows_extrema, float_rows_log_sum_exp, int_largest_magnitudes, int_rows_extrema, int_rows_l2,
+                   int_rows_log_sum_exp)
 from .tiles import _float_tiles_for, _int_tiles_for
 
 # Two compiled variants of each kernel: a parallel launch costs microseconds (DESIGN.md), so small
@@ -46,5 +47,5 @@ KERNELS = {
     + [(name, _products_for(kind != "int", kind == "float64", tiles)) for (kind, tiles), name in PRODUCTS.items()]
     + [(fn.__name__, fn) for fn in (int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,
                                     float_blocks_log_sum_exp, int_blocks_log_sum_exp, float_rows_extrema,
-                                    int_rows_extrema, int_rows_l2)]
+                                    int_rows_extrema, int_rows_l2, int_largest_magnitudes)]
 }
