@@ -176,9 +176,10 @@ def int_totals(plan, src, dtype):
 
 # Below this many elements, the largest |x| of an integer input's memory is NumPy's (its min and max):
 # a kernel (kernels.rows.int_largest_magnitudes) would be compiled for a first call that does not
-# need it. From it on, that kernel's one parallel pass (32x64x56x56 int32: 0.65 ms against 1.25 ms for
-# ReduceMin's and ReduceMax's kernels).
-_LARGEST_BY_KERNEL_MIN = 1 << 16
+# need it (64x32x32 int32 over axes [0, 2], from an empty cache: 3.1-3.9 s with it, 2.4-2.5 s
+# before). From it on, that kernel's one parallel pass (32x64x56x56 int32: 0.65 ms against 1.25 ms
+# for ReduceMin's and ReduceMax's kernels).
+_LARGEST_BY_KERNEL_MIN = 1 << 18
 # pieces of the memory per thread in that kernel
 _LARGEST_PIECES_PER_THREAD = 4
 

@@ -226,13 +226,13 @@ def _no_second_pass(plan, src, dtype):
 
 
 # both sides of _derived._LARGEST_BY_KERNEL_MIN, and pieces of unequal length
-@pytest.mark.parametrize("size", [2**16 - 2, 2**16, 2**22 + 6])
+@pytest.mark.parametrize("size", [2**18 - 2, 2**18, 2**22 + 6])
 @pytest.mark.parametrize("tiles", [False, True], ids=["rows", "tiles"])
 @pytest.mark.parametrize("dtype,extreme,count", [(np.int32, -(2**31), 4), (np.uint32, 2**32 - 1, 2)])
 def test_32bit_l2_bound_reads_every_element(dtype, extreme, count, size, tiles):
     # The kernels' sums of squares are taken modulo 2**64, exact only where a bound on max|x| says
     # so: each row's own in the one-pass kernels of single runs, else one over the input's memory
-    # (NumPy's min and max, or a parallel kernel over pieces of it from 2**16 elements). A few
+    # (NumPy's min and max, or a parallel kernel over pieces of it from 2**18 elements). A few
     # extremes at the very end of an input of zeros square to a sum of 2**64 or more, which wraps to
     # a small one whose root fits: missing them would be a silently wrong root, not the ValueError of
     # a root that does not fit. Two outputs, as rows (axis 1) or as a tile (axis 0).
@@ -254,10 +254,10 @@ def test_32bit_l2_bound_reads_every_element(dtype, extreme, count, size, tiles):
 def test_64bit_l2_bound_sees_one_large_element_anywhere_in_memory(dtype):
     # One 64-bit element of 2**32 + 1 squares to more than 2**64 on its own: the sum of squares
     # modulo 2**64 is then 2**33 + 1, whose root (92681) would be silently wrong. The bound over the
-    # input's memory (a parallel kernel over pieces of it, from 2**16 elements) must see that element
+    # input's memory (a parallel kernel over pieces of it, from 2**18 elements) must see that element
     # wherever it is: at either end, and around every eighth and sixteenth of the memory (the
     # pieces' edges for 1-4 threads). Two outputs as a tile (axis 0), so that the bound decides.
-    size = 2**16 + 6
+    size = 2**18 + 6
     x = np.zeros((size // 2, 2), dtype=dtype)
     flat = x.reshape(-1)
     positions = {0, 1, size - 2, size - 1}
