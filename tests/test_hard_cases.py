@@ -404,7 +404,7 @@ def test_32bit_tile_means_past_the_float64_limit_on_random_data(dtype):
 @pytest.mark.parametrize("shape,axis", [((301, 300), 0), ((6, 520, 64), 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64, np.int8])
 def test_maxima_of_wide_tiles_find_every_planted_extreme(dtype, shape, axis):
-    # The maxima of wide tiles are taken four (wide) rows per pass, then one by one
+    # The maxima of wide tiles are taken eight (wide) rows per pass, then four, then one by one
     # (kernels.general._max_keys_for). Output j gets the largest value at reduced position j and the
     # smallest at the next one, so every slot of every pass holds some output's extremes; among floats
     # also a NaN of either sign in every fifth output, and in every seventh one zeros of both signs

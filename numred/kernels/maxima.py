@@ -135,18 +135,28 @@ def _max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude, flip
 
 
 @functools.cache
-def _max_columns_for(float_bits):
-    """max_columns(src, offset, step, nrows, width, best, top_magnitude, flip): best[w] and
-    top_magnitude[w] updated (as by _max_run_for(float_bits)) with element w of ``nrows`` (1 or 4)
-    contiguous rows of a tile."""
+def _max_columns_for(float_bits, nrows):
+    """max_columns(src, offset, step, width, best, top_magnitude, flip): best[w] and top_magnitude[w]
+    updated (as by _max_run_for(float_bits)) with element w of ``nrows`` (1, 4 or 8) contiguous rows
+    of a tile, ``step`` apart. One function per row count, with the others' loops left out (Numba
+    prunes branches on closure constants, not on a constant argument's value)."""
 
-    @njit_for(float_bits, fastmath=FASTMATH)
-    def max_columns(src, offset, step, nrows, width, best, top_magnitude, flip):
+    @njit_for(float_bits, nrows, fastmath=FASTMATH)
+    def max_columns(src, offset, step, width, best, top_magnitude, flip):
         r0 = _view(src, offset, offset + width)
+        if nrows == 1:
+            if float_bits:
+                for w in range(width):
+                    best[w] = max(best[w], flipped(float_key(r0[w]), flip))
+                    top_magnitude[w] = max(top_magnitude[w], magnitude_bits(r0[w]))
+            else:
+                for w in range(width):
+                    best[w] = max(best[w], flipped(r0[w], flip))
+            return
+        r1 = _view(src, offset + step, offset + step + width)
+        r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
+        r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
         if nrows == 4:
-            r1 = _view(src, offset + step, offset + step + width)
-            r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
-            r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
             if float_bits:
                 for w in range(width):
                     best[w] = max(max(best[w], max(flipped(float_key(r0[w]), flip), flipped(float_key(r1[w]), flip))),
@@ -157,26 +167,43 @@ def _max_columns_for(float_bits):
                 for w in range(width):
                     best[w] = max(max(best[w], max(flipped(r0[w], flip), flipped(r1[w], flip))),
                                   max(flipped(r2[w], flip), flipped(r3[w], flip)))
-        elif float_bits:
+            return
+        r4 = _view(src, offset + 4 * step, offset + 4 * step + width)
+        r5 = _view(src, offset + 5 * step, offset + 5 * step + width)
+        r6 = _view(src, offset + 6 * step, offset + 6 * step + width)
+        r7 = _view(src, offset + 7 * step, offset + 7 * step + width)
+        if float_bits:
             for w in range(width):
-                best[w] = max(best[w], flipped(float_key(r0[w]), flip))
-                top_magnitude[w] = max(top_magnitude[w], magnitude_bits(r0[w]))
+                best[w] = max(best[w], max(
+                    max(max(flipped(float_key(r0[w]), flip), flipped(float_key(r1[w]), flip)),
+                        max(flipped(float_key(r2[w]), flip), flipped(float_key(r3[w]), flip))),
+                    max(max(flipped(float_key(r4[w]), flip), flipped(float_key(r5[w]), flip)),
+                        max(flipped(float_key(r6[w]), flip), flipped(float_key(r7[w]), flip)))))
+                top_magnitude[w] = max(top_magnitude[w], max(
+                    max(max(magnitude_bits(r0[w]), magnitude_bits(r1[w])),
+                        max(magnitude_bits(r2[w]), magnitude_bits(r3[w]))),
+                    max(max(magnitude_bits(r4[w]), magnitude_bits(r5[w])),
+                        max(magnitude_bits(r6[w]), magnitude_bits(r7[w])))))
         else:
             for w in range(width):
-                best[w] = max(best[w], flipped(r0[w], flip))
+                best[w] = max(best[w], max(
+                    max(max(flipped(r0[w], flip), flipped(r1[w], flip)),
+                        max(flipped(r2[w], flip), flipped(r3[w], flip))),
+                    max(max(flipped(r4[w], flip), flipped(r5[w], flip)),
+                        max(flipped(r6[w], flip), flipped(r7[w], flip)))))
 
     return max_columns
 
 
 def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
-    """_max_columns_for(float_bits)'s max_columns; ``float_bits`` a constant."""
+    """_max_columns_for(float_bits, nrows)'s max_columns; ``nrows`` and ``float_bits`` constants."""
 
 
 @overload(max_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
 def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
-    specialised = _max_columns_for(_constant(float_bits, "float_bits"))
+    specialised = _max_columns_for(_constant(float_bits, "float_bits"), _constant(nrows, "nrows"))
     return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude, flip: specialised(
-        src, offset, step, nrows, width, best, top_magnitude, flip)
+        src, offset, step, width, best, top_magnitude, flip)
 
 
 def key_to_float64(key, carrier):
