@@ -119,9 +119,7 @@ class KernelCall(NamedTuple):
     # float log-sum-exp's max)
     keys: np.dtype | None = None
     undecided: bool = False  # returns False where an integer log-sum-exp needs exact arithmetic
-    # the kernel returns False (or, for float64 sums of x, stores a result that is not finite) where it
-    # did not decide every result: the driver then computes the call its general way
-    finite: bool = False
+    finite: bool = False  # False returned, or float64 sums not finite: the driver's general path
 
     def __call__(self, src, result):
         """What the kernel returns: None, the finite flag of the serial float sums, or for
@@ -193,14 +191,14 @@ def _finished_call(reduction, plan, dtype):
     decided there (an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
     that is not finite) the kernel returns False and the driver computes the call its general way
     (_derived.finished). None for chunk partials, integer LogSum, integer L2 but of single runs and
-    small inputs (_int_l2_call), and parallel float64 L2 and LogSum, which _derived.finished
+    small inputs (_derived.int_l2_call), and parallel float64 L2 and LogSum, which _derived.finished
     computes from other reductions' results. An integer ReduceL1 is the wrapping sum of |x|
     (unsigned data: of x, ReduceSum's), one integer kernel call where there are no chunks."""
     if dtype not in FLOAT_BITS:
         if reduction.finish == ROUND:
             return _int_call(plan, int_l1_term(dtype), dtype, 1)
         if reduction.finish == SQRT and (plan.single_run or not plan.parallel):
-            return _int_l2_call(plan, dtype)
+            return _derived.int_l2_call(plan, dtype)
         return None
     if reduction.finish == ROUND or dtype.char != "d":
         return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)
@@ -209,21 +207,6 @@ def _finished_call(reduction, plan, dtype):
     return KernelCall((serial.float_sums(reduction.term, True), None), False,
                       (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, reduction.finish), dtype,
                       finite=True)
-
-
-def _int_l2_call(plan, dtype):
-    """The KernelCall of an integer ReduceL2 of single runs (kernels.rows.int_rows_l2) or of a small
-    input (kernels.serial.serial_int_l2): the roots of outputs whose sum of squares is below 2**64 for
-    their largest |x|. It returns False where an output is not decided so, and the driver computes the
-    call its general way (_derived.finished)."""
-    largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
-    root_max = np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1))  # (roots below 2**32 fit 64-bit dtypes)
-    if plan.single_run:
-        n_kept, kept_stride, n_reduced, step = plan.single_run
-        return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
-                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, root_max), dtype, finite=True)
-    return KernelCall((serial.int_l2(), None), False, (plan.base, plan.dims, plan.kept_ndim, largest_fit, root_max),
-                      dtype, finite=True)
 
 
 def products_kernel(plan, dtype) -> str:

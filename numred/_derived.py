@@ -13,10 +13,11 @@ import numpy as np
 
 from . import _exact
 from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
-                       WRAPPING, _NO_MAXIMA, _SUM_RESCALE, Reduction, Undecided, _as_dtype, _float_call, _float_sums,
-                       _geometry, _int_sums, _launch, _tasks, compute, int_l1_term, kernel_call, products_kernel)
+                       WRAPPING, _NO_MAXIMA, _SUM_RESCALE, KernelCall, Reduction, Undecided, _as_dtype, _float_call,
+                       _float_sums, _geometry, _int_sums, _launch, _tasks, compute, int_l1_term, kernel_call,
+                       products_kernel)
 from ._runtime import get_num_threads, run
-from .kernels import finish, table
+from .kernels import finish, serial, table
 from .kernels.serial import L2_SMALLEST_SUM
 
 # ReduceL1, ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here,
@@ -223,6 +224,26 @@ def int_square_sums(plan, src, dtype):
     return sums
 
 
+def _root_max(dtype):
+    """The largest integer ReduceL2 result the kernels store: the dtype's largest value, or
+    2**32 - 1 (every root of a sum below 2**64 fits a 64-bit dtype), as uint64."""
+    return np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1))
+
+
+def int_l2_call(plan, dtype):
+    """The KernelCall of an integer ReduceL2 of single runs (kernels.rows.int_rows_l2) or of a small
+    input (kernels.serial.serial_int_l2): the roots of outputs whose sum of squares is below 2**64 by
+    their largest |x|. False returned where one is not: finished then computes the call by _int_l2."""
+    largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
+    if plan.single_run:
+        n_kept, kept_stride, n_reduced, step = plan.single_run
+        return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
+                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, _root_max(dtype)), dtype,
+                          finite=True)
+    return KernelCall((serial.int_l2(), None), False,
+                      (plan.base, plan.dims, plan.kept_ndim, largest_fit, _root_max(dtype)), dtype, finite=True)
+
+
 def _int_l2(plan, src, dtype):
     """isqrt of the exact integer sum of squares of each output: from the wrapping sum of squares,
     which is that sum where it fits (squares_fit); elsewhere Undecided: the rows are summed in
@@ -231,6 +252,6 @@ def _int_l2(plan, src, dtype):
         raise Undecided
     squares = int_square_sums(plan, src, dtype)
     roots = np.empty(squares.size, dtype=dtype)
-    if not finish.finish_int_roots(squares, np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1)), roots):
+    if not finish.finish_int_roots(squares, _root_max(dtype), roots):
         raise _exact.l2_does_not_fit(dtype)
     return roots
