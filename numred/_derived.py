@@ -189,9 +189,9 @@ def _largest_magnitude(src):
     """max |x| over all of ``src`` (an integer input's memory), as a Python int."""
     if src.size < _LARGEST_BY_KERNEL_MIN:
         return max(-int(src.min()), int(src.max()))
-    pieces = _LARGEST_PIECES_PER_THREAD * get_num_threads()
-    largest = np.empty(pieces, dtype=np.uint64)
-    run(table.KERNELS["int_largest_magnitudes"], True, src, -(-src.size // pieces), largest)
+    piece = -(-src.size // (_LARGEST_PIECES_PER_THREAD * get_num_threads()))
+    largest = np.empty(-(-src.size // piece), dtype=np.uint64)  # (no piece empty, whatever the thread count)
+    run(table.KERNELS["int_largest_magnitudes"], True, src, piece, largest)
     return int(largest.max())
 
 

@@ -260,9 +260,8 @@ def test_64bit_l2_bound_sees_one_large_element_anywhere_in_memory(dtype):
     size = 2**18 + 6
     x = np.zeros((size // 2, 2), dtype=dtype)
     flat = x.reshape(-1)
-    pieces = numred._derived._LARGEST_PIECES_PER_THREAD * numred._runtime.get_num_threads()
-    piece = -(-size // pieces)
-    positions = {0, size - 1} | {k * piece + d for k in range(1, pieces) for d in (-1, 0)}
+    piece = -(-size // (numred._derived._LARGEST_PIECES_PER_THREAD * numred._runtime.get_num_threads()))
+    positions = {0, size - 1} | {k * piece + d for k in range(1, -(-size // piece)) for d in (-1, 0)}
     for p in sorted(positions):
         flat[p] = 2**32 + 1
         got = numred.reduce_l2(x, [0], keepdims=0)
@@ -403,7 +402,8 @@ def test_32bit_tile_means_past_the_float64_limit_on_random_data(dtype):
 
 
 @pytest.mark.parametrize("shape,axis", [((150, 256), 0), ((6, 520, 64), 1)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64, np.int8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64,
+                                   np.int8])
 def test_maxima_of_wide_tiles_find_every_planted_extreme(dtype, shape, axis):
     # The maxima of wide tiles are taken eight (wide) rows per pass, then four, then one by one
     # (kernels.general._max_keys_for). Output j gets the largest value at reduced position j and the
