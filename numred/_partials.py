@@ -229,7 +229,7 @@ def _exact_states(op, plan, src, dtype, rows):
     try:
         states[:] = _derived.int_totals(plan, src, dtype)
     except Undecided:  # more elements per output than the residues decide: summed in Python
-        states[:] = [sum(row) for row in rows().tolist()]
+        states[:] = _exact.row_sums(rows())
     return states
 
 

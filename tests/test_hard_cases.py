@@ -934,6 +934,78 @@ def test_int_log_sum_exp_next_to_an_integer_is_decided_exactly(dtype, k, terms, 
     assert_matches(numred.reduce_log_sum_exp(x, axes=axes, keepdims=0), expected("reduce_log_sum_exp", x, axes, 0))
 
 
+def _spy(monkeypatch, module, name):
+    """Wrap ``module.name`` to count its calls: the list its calls are appended to."""
+    calls, original = [], getattr(module, name)
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+@pytest.mark.parametrize("axes", [[1], None])
+def test_exact_paths_read_long_rows_in_pieces(dtype, axes, monkeypatch):
+    # What the kernels leave undecided is computed again in Python (numred._exact), in pieces of at
+    # most _BLOCK_ELEMENTS elements: groups of rows, or pieces of one row where a row is longer (a
+    # reduction over all of a large input). Pieces of 5 here, so that rows of 37 and 61 elements
+    # are cut unevenly: sums of squares (ReduceL2 beyond 2**64), sums (ReduceLogSum, its residue
+    # method patched to give up) and counts of distances (ReduceLogSumExp next to an integer) must
+    # add up across the pieces, for every output.
+    from numred import _derived, _exact
+    from numred._compute import Undecided
+
+    monkeypatch.setattr(_exact, "_BLOCK_ELEMENTS", 5)
+    rng = np.random.default_rng(11)
+    bits = 8 * np.dtype(dtype).itemsize
+    small = 1000 if bits == 32 else 2**35
+    large = 2**31 - 1 if bits == 32 else 2**40  # n * large**2 >= 2**64: the kernels' bound fails
+    x = rng.integers(0 if np.dtype(dtype).kind == "u" else -small, small, (3, 37), dtype=dtype, endpoint=True)
+    x[0, 5] = large  # (one: the root of a whole 32-bit input fits)
+    squares = _spy(monkeypatch, _exact, "sums_of_squares")
+    got = numred.reduce_l2(x, axes=axes, keepdims=0)
+    rows = x.tolist() if axes else [x.ravel().tolist()]
+    assert squares and got.ravel().tolist() == [math.isqrt(sum(v * v for v in row)) for row in rows]
+
+    def undecided(*args):
+        raise Undecided
+
+    monkeypatch.setattr(_derived, "int_totals", undecided)
+    x[:, 0] = 2**62 if dtype == np.int64 else np.iinfo(dtype).max // 2  # every sum positive
+    x[:, 1:] //= 2**6
+    sums = _spy(monkeypatch, _exact, "row_sums")
+    got = numred.reduce_log_sum(x, axes=axes, keepdims=0)
+    assert sums
+    assert_matches(got, expected("reduce_log_sum", x, axes, 0))
+
+    top = 1000
+    row = [top] + [top - d for d in _greedy_distances_below(2, 60)]  # 61 elements
+    x = np.array([row, row[::-1], [top] * 61], dtype)
+    got = numred.reduce_log_sum_exp(x, axes=axes, keepdims=0)
+    assert got.ravel().tolist() == ([top + 1, top + 1, top + 4] if axes else [top + 4])  # 3 rows: ln(3 * 61.0...)
+    assert_matches(got, expected("reduce_log_sum_exp", x, axes, 0))
+
+
+def test_exact_integer_l2_of_a_long_row_needs_no_temporary_proportional_to_it():
+    # A reduction over all of a large input is one long row: its exact path takes it in pieces, with
+    # temporaries of a few pieces, not several the size of the input (NumPy's allocations are traced)
+    import tracemalloc
+
+    x = np.full(1 << 22, 2**40, dtype=np.int64)  # 32 MiB, squares beyond 2**64 in total: the exact path
+    x[::3] = -(2**40)
+    tracemalloc.start()
+    try:
+        got = numred.reduce_l2(x, keepdims=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert int(got) == math.isqrt(x.size * 2**80)
+    assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
 def test_int_log_sum_exp_next_to_an_integer_fits_at_the_top_of_the_dtype(dtype):
     # max + log(...) just below max + 2, with max = the dtype's largest value - 1: the result is the
