@@ -235,7 +235,22 @@ def l2(rows: np.ndarray) -> np.ndarray:
         if roots and max(roots) > np.iinfo(rows.dtype).max:
             raise l2_does_not_fit(rows.dtype)
         return np.array(roots, dtype=rows.dtype)
-    largest = np.max(np.abs(rows), axis=1)  # NaN if any is NaN, inf if any is inf
+    n_rows, n = rows.shape
+    largest = np.zeros(n_rows)  # NaN if any is NaN, inf if any is inf
+    for start, block in _blocks(rows):
+        part = largest[start:start + block.shape[0]]
+        np.maximum(part, np.max(np.abs(block), axis=1), out=part)
     _, exponents = np.frexp(largest)  # 0 for 0, inf and NaN: then the sum below says it
-    scaled = np.ldexp(rows, -exponents[:, None])
-    return np.ldexp(np.sqrt(np.sum(scaled * scaled, axis=1)), exponents).astype(rows.dtype)
+    sums = np.empty(n_rows)
+    # a long row's pieces are summed apart (NumPy's pairwise sum) and their sums added exactly
+    pieces: list[list[float]] = [[] for _ in range(n_rows)] if n > _BLOCK_ELEMENTS else []
+    for start, block in _blocks(rows):
+        stop = start + block.shape[0]
+        scaled = np.ldexp(block, -exponents[start:stop, None])
+        if pieces:
+            pieces[start].append(float(np.sum(scaled * scaled)))
+        else:
+            sums[start:stop] = np.sum(scaled * scaled, axis=1)
+    if pieces:
+        sums[:] = [math.fsum(row) for row in pieces]
+    return np.ldexp(np.sqrt(sums), exponents).astype(rows.dtype)

@@ -989,20 +989,39 @@ def test_exact_paths_read_long_rows_in_pieces(dtype, axes, monkeypatch):
     assert_matches(got, expected("reduce_log_sum_exp", x, axes, 0))
 
 
-def test_exact_integer_l2_of_a_long_row_needs_no_temporary_proportional_to_it():
-    # A reduction over all of a large input is one long row: its exact path takes it in pieces, with
-    # temporaries of a few pieces, not several the size of the input (NumPy's allocations are traced)
+@pytest.mark.parametrize("block", [5, None])
+def test_exact_float64_l2_of_long_rows_adds_its_pieces(block, monkeypatch):
+    # float64 ReduceL2 beyond float64's range is computed again scaled (numred._exact.l2), piece by
+    # piece: the scaled sums of a long row's pieces (of 5 elements, or the default) added exactly
+    from numred import _exact
+
+    if block:
+        monkeypatch.setattr(_exact, "_BLOCK_ELEMENTS", block)
+    x = np.random.default_rng(12).standard_normal((3, 70_001 if block is None else 37)) * 1e200
+    x[1, -1] = 1e-300  # a tiny one among them
+    for axes in ([1], None):
+        assert_matches(numred.reduce_l2(x, axes=axes, keepdims=0), expected("reduce_l2", x, axes, 0))
+
+
+@pytest.mark.parametrize("dtype,value", [(np.int64, 2**40), (np.float64, 1e200)])
+def test_exact_l2_of_a_long_row_needs_no_temporary_proportional_to_it(dtype, value):
+    # A reduction over all of a large input is one long row: its exact path (squares beyond 2**64,
+    # or beyond float64's range) takes it in pieces, with temporaries of a few pieces, not several
+    # the size of the input (NumPy's allocations are traced)
     import tracemalloc
 
-    x = np.full(1 << 22, 2**40, dtype=np.int64)  # 32 MiB, squares beyond 2**64 in total: the exact path
-    x[::3] = -(2**40)
+    x = np.full(1 << 22, value, dtype=dtype)  # 32 MiB
+    x[::3] = -value
     tracemalloc.start()
     try:
         got = numred.reduce_l2(x, keepdims=0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert int(got) == math.isqrt(x.size * 2**80)
+    if dtype == np.int64:
+        assert int(got) == math.isqrt(x.size * value**2)
+    else:
+        assert got == 2048 * value  # sqrt(2**22) exactly, times 1e200 rounded once
     assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
 
 
