@@ -71,7 +71,7 @@ def _distances(top: np.ndarray, block: np.ndarray) -> np.ndarray:
     return top[:, None].astype(np.uint64) - block.astype(np.uint64)
 
 
-def _distance_counts(row: np.ndarray, top) -> tuple[np.ndarray, np.ndarray]:
+def distance_counts(row: np.ndarray, top) -> tuple[np.ndarray, np.ndarray]:
     """The distinct distances max - x of one row (1-D) and how many elements are at each, piece
     by piece (_blocks), for floor_log_of_counts."""
     pieces = [np.unique(_distances(np.array([top]), block), return_counts=True) for _, block in _blocks(row[None])]
@@ -100,7 +100,7 @@ def int_log_sum_exp(rows: np.ndarray) -> np.ndarray:
     nearest = np.rint(log)
     decided: dict[tuple[bytes, bytes], int] = {}
     for i in np.flatnonzero((nearest >= 1) & (np.abs(log - nearest) < slack)):
-        values, counts = _distance_counts(rows[i], top[i])
+        values, counts = distance_counts(rows[i], top[i])
         key = values.tobytes(), counts.tobytes()  # outputs of the same elements are decided once
         if key not in decided:
             decided[key] = floor_log_of_counts(values, counts)
@@ -224,23 +224,16 @@ def sums_of_squares(rows: np.ndarray) -> list[int]:
     return sums
 
 
-def l2(rows: np.ndarray) -> np.ndarray:
-    """The L2 norm of each row of ``rows`` (2-D): for integers isqrt of the exact sum of squares
-    (ValueError where it does not fit the dtype); for float64 the rows scaled by a power of two
-    (exact) so that their largest magnitude is in [1/2, 1): no square overflows, and none that
-    matters underflows. What the kernels' float64 sums of squares cannot give: beyond float64's
-    range, or so small that the squares lose bits as subnormals."""
-    if rows.dtype.kind in "iu":
-        roots = [math.isqrt(s) for s in sums_of_squares(rows)]
-        if roots and max(roots) > np.iinfo(rows.dtype).max:
-            raise l2_does_not_fit(rows.dtype)
-        return np.array(roots, dtype=rows.dtype)
+def scaled_square_sums(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of (x * 2**-e)**2, e) of each row of float64 ``rows`` (2-D), e the exponent of the row's
+    largest magnitude (frexp: in [1/2, 1) after scaling, so no square overflows and none that
+    matters underflows; 0 for 0, inf and NaN, whose sums then say it), piece by piece (_blocks)."""
     n_rows, n = rows.shape
     largest = np.zeros(n_rows)  # NaN if any is NaN, inf if any is inf
     for start, block in _blocks(rows):
         part = largest[start:start + block.shape[0]]
         np.maximum(part, np.max(np.abs(block), axis=1), out=part)
-    _, exponents = np.frexp(largest)  # 0 for 0, inf and NaN: then the sum below says it
+    _, exponents = np.frexp(largest)
     sums = np.empty(n_rows)
     # a long row's pieces are summed apart (NumPy's pairwise sum) and their sums added exactly
     pieces: list[list[float]] = [[] for _ in range(n_rows)] if n > _BLOCK_ELEMENTS else []
@@ -253,4 +246,19 @@ def l2(rows: np.ndarray) -> np.ndarray:
             sums[start:stop] = np.sum(scaled * scaled, axis=1)
     if pieces:
         sums[:] = [math.fsum(row) for row in pieces]
+    return sums, exponents
+
+
+def l2(rows: np.ndarray) -> np.ndarray:
+    """The L2 norm of each row of ``rows`` (2-D): for integers isqrt of the exact sum of squares
+    (ValueError where it does not fit the dtype); for float64 the rows scaled by a power of two
+    (exact) so that their largest magnitude is in [1/2, 1): no square overflows, and none that
+    matters underflows. What the kernels' float64 sums of squares cannot give: beyond float64's
+    range, or so small that the squares lose bits as subnormals."""
+    if rows.dtype.kind in "iu":
+        roots = [math.isqrt(s) for s in sums_of_squares(rows)]
+        if roots and max(roots) > np.iinfo(rows.dtype).max:
+            raise l2_does_not_fit(rows.dtype)
+        return np.array(roots, dtype=rows.dtype)
+    sums, exponents = scaled_square_sums(rows)
     return np.ldexp(np.sqrt(sums), exponents).astype(rows.dtype)

@@ -193,11 +193,9 @@ def _float_states(op, plan, src, dtype, rows):
         largest = _derived._largest_magnitudes(plan, src, dtype)
         again &= (largest > 0) & (largest < np.inf)
     if again.any():
-        picked = rows()[again]
-        _, exponents = np.frexp(np.max(np.abs(picked), axis=1))
-        scaled = np.ldexp(picked, -exponents[:, None])
+        sums, exponents = _exact.scaled_square_sums(rows()[again])
         states["scale"][again] = 2 * exponents
-        states["total"][again], states["comp"][again] = np.sum(scaled * scaled, axis=1), 0.0
+        states["total"][again], states["comp"][again] = sums, 0.0
     return states
 
 
@@ -400,9 +398,7 @@ def exp_distances(x, candidates, axes):
         tops = candidates["max"].ravel()
         flat = out.reshape(-1)
         for i in undecided:
-            # max - x is exact modulo 2**64, and 0 <= max - x < 2**64
-            distances = tops[i].astype(np.uint64) - rows[i].astype(np.uint64)
-            values, counts = np.unique(distances, return_counts=True)
+            values, counts = _exact.distance_counts(rows[i], tops[i])
             flat[i] = dict(zip(values.tolist(), counts.tolist()))
     return out
 
