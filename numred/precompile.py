@@ -29,7 +29,7 @@ them all (every operator, every layout family, each dtype), one worker process p
 once after installing, or when building a container image. With a warm cache it only loads them,
 in a few seconds. Forked children (multiprocessing's default start method on Linux) of a process
 that ran parallel kernels run serial variants of them, compiled on first use: --fork compiles
-those too."""
+those too (--fork DTYPE ...: of those dtypes only)."""
 
 _EVERY_OTHER = (slice(None), slice(None, None, 2))
 # (shape, axes[, view]): one call per kernel family of numred._plan and per variant of the row kernels
@@ -163,22 +163,26 @@ def _partial_states(dtype, ops) -> None:
 
 
 def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,
-               fork: bool = False) -> None:
+               fork: bool | list[str] = False) -> None:
     """Compile (or load) the kernels of ``dtypes`` (default: all ten, dtype_names) in ``processes`` worker
     processes (default: one per core), with ``fork`` the serial variants that forked children run
-    too; ``report(name, seconds)`` per dtype, when its last shard is done, with the seconds of all
-    its shards (compile time, not wall time: they may run at once)."""
+    too (True: of every dtype compiled; a list: of those dtypes only); ``report(name, seconds)`` per
+    dtype, when its last shard is done, with the seconds of all its shards (compile time, not wall
+    time: they may run at once)."""
     names = dtype_names() if dtypes is None else list(dtypes)
-    unknown = set(names) - set(dtype_names())
+    forked = set(names) if fork is True else set(fork or ())
+    unknown = (set(names) | forked) - set(dtype_names())
     if unknown:
         raise ValueError(f"unknown dtype(s) {sorted(unknown)}; numred supports {', '.join(dtype_names())}")
+    if not forked <= set(names):
+        raise ValueError(f"--fork dtype(s) {sorted(forked - set(names))} are not among those compiled ({', '.join(names)})")
     tasks = shards(names)
     left = {name: sum(task[0] == name for task in tasks) for name in names}
     seconds = dict.fromkeys(names, 0.0)
     workers = max(1, min(processes or os.cpu_count() or 1, len(tasks)))
     # spawn: a fresh interpreter per worker (fork after Numba's threads started is not safe)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(compile_dtype, name, fork, ops) for name, ops in tasks]
+        futures = [pool.submit(compile_dtype, name, name in forked, ops) for name, ops in tasks]
         for future in as_completed(futures):
             name, took = future.result()
             seconds[name] += took
@@ -192,13 +196,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"compile for this dtype only (repeatable; default all: {', '.join(dtype_names())})")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes (default: one per core)")
-    parser.add_argument("--fork", action="store_true",
-                        help="also the serial variants that forked children of a process that ran parallel kernels use")
+    parser.add_argument("--fork", nargs="*", choices=dtype_names(), metavar="DTYPE",
+                        help="also the serial variants that forked children of a process that ran parallel kernels "
+                             "use: of every dtype compiled, or of the dtypes given")
 
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     precompile(args.dtype, args.processes, report=lambda name, s: print(f"{name:9s} {s:6.1f} s", flush=True),
-               fork=args.fork)
+               fork=True if args.fork == [] else (args.fork or False))
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0

@@ -111,3 +111,42 @@ def test_precompile_shards_each_dtype_by_the_operators_that_share_kernels():
             assert {"reduce_sum_square", "reduce_l2"} in groups and {"reduce_prod"} in groups, name
             sums = next(group for group in groups if "reduce_sum" in group)
             assert ("reduce_l1" in sums) == name.startswith("uint"), name
+
+
+@pytest.mark.parametrize("argv,fork", [([], False), (["--fork"], True), (["--fork", "uint8"], ["uint8"]),
+                                       (["--fork", "int8", "uint8", "--processes", "1"], ["int8", "uint8"])])
+def test_precompile_compiles_the_serial_variants_of_the_dtypes_fork_names(argv, fork, monkeypatch):
+    # `--fork` alone: the serial variants (what forked children run) of every dtype compiled;
+    # `--fork DTYPE ...`: of those only. Each task is handed to a worker with its own flag (here a
+    # pool that records the tasks instead of running them).
+    from concurrent.futures import Future
+
+    from numred import precompile
+    from numred.__main__ import main
+
+    submitted = []
+
+    class RecordingPool:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, name, forked, ops):
+            submitted.append((fn, name, forked, ops))
+            future = Future()
+            future.set_result((name, 0.0))
+            return future
+
+    monkeypatch.setattr(precompile, "ProcessPoolExecutor", RecordingPool)
+    assert main(["precompile", "--dtype", "int8", "--dtype", "uint8", *argv]) == 0
+    assert {fn for fn, *_ in submitted} == {precompile.compile_dtype}
+    assert {name for _, name, _, _ in submitted} == {"int8", "uint8"}
+    for _, name, forked, _ in submitted:
+        assert forked == (fork is True or (fork is not False and name in fork)), (name, forked)
+    with pytest.raises(ValueError, match="not among those compiled"):
+        precompile.precompile(["int8"], fork=["uint8"])
