@@ -167,6 +167,15 @@ def log_sum_not_positive(dtype: np.dtype) -> ValueError:
                       "numred does not return -inf or NaN cast to an integer")
 
 
+def _add_parts(sums: list[int], start: int, parts: list[int]) -> None:
+    """Add a block's sums (_blocks) to ``sums`` from row ``start``: a piece of one long row is added
+    to it; whole rows, each in one block only, are stored (a slice, not a Python loop per row)."""
+    if len(parts) == 1:
+        sums[start] += parts[0]
+    else:
+        sums[start:start + len(parts)] = parts
+
+
 def row_sums(rows: np.ndarray) -> list[int]:
     """The exact sum of each row of integer ``rows`` (2-D), as Python ints, piece by piece (_blocks):
     64-bit values split into their high 32 bits (signed for int64) and low 32 bits, whose sums over a
@@ -179,8 +188,7 @@ def row_sums(rows: np.ndarray) -> list[int]:
             high = np.sum(block >> block.dtype.type(32), axis=1, dtype=block.dtype).tolist()
             low = np.sum(block & block.dtype.type(0xFFFFFFFF), axis=1, dtype=block.dtype).tolist()
             parts = [(h << 32) + v for h, v in zip(high, low)]
-        for i, part in enumerate(parts, start):
-            sums[i] += part
+        _add_parts(sums, start, parts)
     return sums
 
 
@@ -219,8 +227,7 @@ def sums_of_squares(rows: np.ndarray) -> list[int]:
             upper = np.sum(product >> np.uint64(32), axis=1, dtype=np.uint64).tolist()
             lower = np.sum(product & _LOW32, axis=1, dtype=np.uint64).tolist()
             parts.append([(u << 32) + v for u, v in zip(upper, lower)])
-        for i, (hh, hl, ll) in enumerate(zip(*parts), start):
-            sums[i] += (hh << 64) + (hl << 33) + ll
+        _add_parts(sums, start, [(hh << 64) + (hl << 33) + ll for hh, hl, ll in zip(*parts)])
     return sums
 
 
