@@ -113,16 +113,13 @@ def test_precompile_shards_each_dtype_by_the_operators_that_share_kernels():
             assert ("reduce_l1" in sums) == name.startswith("uint"), name
 
 
-@pytest.mark.parametrize("argv,fork", [([], False), (["--fork"], True), (["--fork", "uint8"], ["uint8"]),
-                                       (["--fork", "int8", "uint8", "--processes", "1"], ["int8", "uint8"])])
-def test_precompile_compiles_the_serial_variants_of_the_dtypes_fork_names(argv, fork, monkeypatch):
-    # `--fork` alone: the serial variants (what forked children run) of every dtype compiled;
-    # `--fork DTYPE ...`: of those only. Each task is handed to a worker with its own flag (here a
-    # pool that records the tasks instead of running them).
+@pytest.fixture
+def precompile_tasks(monkeypatch):
+    """The tasks ``numred.precompile`` hands its workers, as (function, dtype, forked, operators),
+    recorded by a pool that does not run them."""
     from concurrent.futures import Future
 
     from numred import precompile
-    from numred.__main__ import main
 
     submitted = []
 
@@ -143,10 +140,39 @@ def test_precompile_compiles_the_serial_variants_of_the_dtypes_fork_names(argv, 
             return future
 
     monkeypatch.setattr(precompile, "ProcessPoolExecutor", RecordingPool)
+    return submitted
+
+
+@pytest.mark.parametrize("argv,fork", [([], False), (["--fork"], True), (["--fork", "uint8"], ["uint8"]),
+                                       (["--fork", "int8", "uint8", "--processes", "1"], ["int8", "uint8"])])
+def test_precompile_compiles_the_serial_variants_of_the_dtypes_fork_names(argv, fork, precompile_tasks):
+    # `--fork` alone: the serial variants (what forked children run) of every dtype compiled;
+    # `--fork DTYPE ...`: of those only. Each task is handed to a worker with its own flag.
+    from numred import precompile
+    from numred.__main__ import main
+
     assert main(["precompile", "--dtype", "int8", "--dtype", "uint8", *argv]) == 0
-    assert {fn for fn, *_ in submitted} == {precompile.compile_dtype}
-    assert {name for _, name, _, _ in submitted} == {"int8", "uint8"}
-    for _, name, forked, _ in submitted:
+    assert {fn for fn, *_ in precompile_tasks} == {precompile.compile_dtype}
+    assert {name for _, name, _, _ in precompile_tasks} == {"int8", "uint8"}
+    for _, name, forked, _ in precompile_tasks:
         assert forked == (fork is True or (fork is not False and name in fork)), (name, forked)
     with pytest.raises(ValueError, match="not among those compiled"):
         precompile.precompile(["int8"], fork=["uint8"])
+
+
+def test_precompile_op_compiles_those_operators_only(precompile_tasks, capsys):
+    # `--op NAME`: tasks of those operators only, one per group of operators that share kernels; a
+    # dtype none of them supports (int8: Max and Min only) gets no task
+    from numred import precompile
+    from numred.__main__ import main
+
+    argv = ["precompile", "--op", "reduce_mean", "--op", "reduce_log_sum_exp", "--op", "reduce_l2",
+            "--dtype", "float32", "--dtype", "int8"]
+    assert main(argv) == 0
+    assert sorted((name, ops) for _, name, _, ops in precompile_tasks) == [
+        ("float32", ("reduce_l2",)), ("float32", ("reduce_log_sum_exp",)), ("float32", ("reduce_mean",))]
+    with pytest.raises(SystemExit):
+        main(["precompile", "--op", "reduce_median"])
+    assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown operator"):
+        precompile.precompile(["int8"], ops=["reduce_median"])
