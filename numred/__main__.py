@@ -12,9 +12,9 @@ import os
 import sys
 
 # Plain text for --help (the modules' docstrings are reStructuredText for Sphinx)
-DESCRIPTION = """numred: the ONNX reductions ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp
-and ReduceSumSquare as Numba kernels, for float32, float64, float16, bfloat16, int32, int64, uint32
-and uint64."""
+DESCRIPTION = """numred: the ten ONNX reductions (ReduceMean, ReduceSum, ReduceProd, ReduceMax, ReduceMin,
+ReduceLogSumExp, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum) as Numba kernels, for float32,
+float64, float16, bfloat16, int32, int64, uint32 and uint64."""
 EPILOG = """examples:
   numred bench --quick             a short comparison with NumPy (and with onnxruntime
                                    and torch when they are installed)

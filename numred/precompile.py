@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -164,6 +165,29 @@ def _partial_states(dtype, ops) -> None:
             _partials.finish_states(op, dtype, np.concatenate([states, states], axis=1), (1,), 20, False)
 
 
+def planned_tasks(dtypes: list[str] | None = None, fork: bool | list[str] = False,
+                  ops: list[str] | None = None) -> list[tuple[str, bool, tuple[str, ...]]]:
+    """The tasks of a precompile (precompile's arguments): (dtype name, serial variants too,
+    operator names) per shard; ValueError for an unknown dtype or operator, a fork dtype not among
+    those compiled, or operators none of the dtypes takes."""
+    from numred._registry import OPS
+
+    names = dtype_names() if dtypes is None else list(dtypes)
+    forked = set(names) if fork is True else set(fork or ())
+    unknown = (set(names) | forked) - set(dtype_names())
+    if unknown:
+        raise ValueError(f"unknown dtype(s) {sorted(unknown)}; numred supports {', '.join(dtype_names())}")
+    if not forked <= set(names):
+        raise ValueError(f"fork dtype(s) {sorted(forked - set(names))} are not among those compiled ({', '.join(names)})")
+    unknown_ops = set(ops or ()) - {op.name for op in OPS}
+    if unknown_ops:
+        raise ValueError(f"unknown operator(s) {sorted(unknown_ops)}; numred has {', '.join(op.name for op in OPS)}")
+    tasks = [(name, name in forked, group) for name, group in shards(names, ops)]
+    if not tasks:  # (int8 and uint8 have ReduceMax and ReduceMin only)
+        raise ValueError(f"none of the operators {', '.join(ops or ())} takes the dtype(s) {', '.join(names)}")
+    return tasks
+
+
 def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,
                fork: bool | list[str] = False, ops: list[str] | None = None) -> None:
     """Compile (or load) the kernels of ``dtypes`` (default: all ten, dtype_names) in ``processes`` worker
@@ -171,25 +195,14 @@ def precompile(dtypes: list[str] | None = None, processes: int | None = None, re
     too (True: of every dtype compiled; a list: of those dtypes only), of the operators ``ops``
     (names, default all); ``report(name, seconds)`` per dtype, when its last shard is done, with the
     seconds of all its shards (compile time, not wall time: they may run at once)."""
-    names = dtype_names() if dtypes is None else list(dtypes)
-    forked = set(names) if fork is True else set(fork or ())
-    unknown = (set(names) | forked) - set(dtype_names())
-    if unknown:
-        raise ValueError(f"unknown dtype(s) {sorted(unknown)}; numred supports {', '.join(dtype_names())}")
-    if not forked <= set(names):
-        raise ValueError(f"--fork dtype(s) {sorted(forked - set(names))} are not among those compiled ({', '.join(names)})")
-    from numred._registry import OPS
-
-    unknown_ops = set(ops or ()) - {op.name for op in OPS}
-    if unknown_ops:
-        raise ValueError(f"unknown operator(s) {sorted(unknown_ops)}; numred has {', '.join(op.name for op in OPS)}")
-    tasks = shards(names, ops)
+    tasks = planned_tasks(dtypes, fork, ops)
+    names = list(dict.fromkeys(name for name, _, _ in tasks))
     left = {name: sum(task[0] == name for task in tasks) for name in names}
     seconds = dict.fromkeys(names, 0.0)
     workers = max(1, min(processes or os.cpu_count() or 1, len(tasks)))
     # spawn: a fresh interpreter per worker (fork after Numba's threads started is not safe)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(compile_dtype, name, name in forked, ops) for name, ops in tasks]
+        futures = [pool.submit(compile_dtype, *task) for task in tasks]
         for future in as_completed(futures):
             name, took = future.result()
             seconds[name] += took
@@ -199,10 +212,10 @@ def precompile(dtypes: list[str] | None = None, processes: int | None = None, re
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dtype", action="append", choices=dtype_names(), metavar="DTYPE",
-                        help=f"compile for this dtype only (repeatable; default all: {', '.join(dtype_names())})")
     from numred._registry import OPS
 
+    parser.add_argument("--dtype", action="append", choices=dtype_names(), metavar="DTYPE",
+                        help=f"compile for this dtype only (repeatable; default all: {', '.join(dtype_names())})")
     parser.add_argument("--op", action="append", choices=[op.name for op in OPS], metavar="OP",
                         help=f"compile this operator's kernels only (repeatable; one of {', '.join(op.name for op in OPS)})")
     parser.add_argument("--processes", type=int, default=None,
@@ -214,7 +227,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
+    fork = True if args.fork == [] else (args.fork or False)
+    try:
+        planned_tasks(args.dtype, fork, args.op)
+    except ValueError as error:  # (an argument error, before any work)
+        print(f"numred precompile: {error}", file=sys.stderr)
+        return 2
     precompile(args.dtype, args.processes, report=lambda name, s: print(f"{name:9s} {s:6.1f} s", flush=True),
-               fork=True if args.fork == [] else (args.fork or False), ops=args.op)
+               fork=fork, ops=args.op)
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0

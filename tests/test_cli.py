@@ -176,3 +176,21 @@ def test_precompile_op_compiles_those_operators_only(precompile_tasks, capsys):
     assert "invalid choice" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown operator"):
         precompile.precompile(["int8"], ops=["reduce_median"])
+    with pytest.raises(ValueError, match="none of the operators reduce_mean takes the dtype"):
+        precompile.precompile(["int8", "uint8"], ops=["reduce_mean"])
+
+
+def test_precompile_reports_an_argument_error_without_a_traceback(precompile_tasks, capsys):
+    from numred.__main__ import main
+
+    assert main(["precompile", "--dtype", "int8", "--op", "reduce_mean"]) == 2
+    assert capsys.readouterr().err.strip() == "numred precompile: none of the operators reduce_mean takes the dtype(s) int8"
+    assert not precompile_tasks
+
+
+def test_the_command_line_help_names_every_operator():
+    from numred.__main__ import DESCRIPTION
+    from numred._registry import OPS
+
+    assert all(op.onnx_name in DESCRIPTION for op in OPS)
+    assert len(OPS) == 10 and "the ten ONNX reductions" in DESCRIPTION
