@@ -50,6 +50,7 @@ The oracle follows shared/SEMANTICS.md:
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import mpmath
@@ -114,20 +115,24 @@ def native(dtype) -> np.dtype:
 
 
 def _floor_log2(a: Fraction) -> int:
-    """floor(log2(a)) for a Fraction a > 0, exactly."""
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if a < Fraction(2) ** e:
+    """floor(log2(a)) for a Fraction a > 0, exactly (integers only: 2**e <= num / den)."""
+    num, den = a.numerator, a.denominator
+    e = num.bit_length() - den.bit_length()
+    if (num << -e if e < 0 else num) < (den if e < 0 else den << e):
         e -= 1
-    assert Fraction(2) ** e <= a < Fraction(2) ** (e + 1)
     return e
+
+
+def _quantum_exponent(a: Fraction, dtype) -> int:
+    """e with 2**e the spacing of the format of ``dtype`` in the binade of a >= 0 (subnormal spacing
+    near 0)."""
+    p, emin, _ = float_format(dtype)
+    return (emin if a == 0 else max(_floor_log2(a), emin)) - p + 1
 
 
 def ulp(a: Fraction, dtype) -> Fraction:
     """The spacing of the format of `dtype` in the binade of |a| (subnormal spacing near 0)."""
-    p, emin, _ = float_format(dtype)
-    a = abs(Fraction(a))
-    e = emin if a == 0 else max(_floor_log2(a), emin)
-    return Fraction(2) ** (e - p + 1)
+    return Fraction(2) ** _quantum_exponent(abs(Fraction(a)), dtype)
 
 
 def nearly_exact_float64_interval(row, opname: str) -> tuple[float, float]:
@@ -136,20 +141,22 @@ def nearly_exact_float64_interval(row, opname: str) -> tuple[float, float]:
     (rounding is monotonic, so every value between them); a mean is that sum divided by n and
     rounded again. Terms are the float64 values of ``row``, for sums of squares their squares
     rounded as NumPy's np.square rounds them."""
-    terms = [Fraction(v * v if opname == "reduce_sum_square" else v) for v in row]
-    exact_sum = sum(terms, Fraction(0))
-    slack = len(terms) * Fraction(2) ** -100 * sum(abs(t) for t in terms)
-    lowest, highest = float(exact_sum - slack), float(exact_sum + slack)
+    terms = [v * v if opname == "reduce_sum_square" else v for v in row]
+    total = exact_sum(terms)
+    slack = len(terms) * Fraction(2) ** -100 * exact_sum(terms, magnitudes=True)
+    lowest, highest = float(total - slack), float(total + slack)
     if opname == "reduce_mean":
         lowest, highest = float(Fraction(lowest) / len(terms)), float(Fraction(highest) / len(terms))
     return lowest, highest
 
 
+@functools.lru_cache(maxsize=None)
 def max_finite(dtype) -> Fraction:
     p, _, emax = float_format(dtype)
     return (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
 
 
+@functools.lru_cache(maxsize=None)
 def overflow_threshold(dtype) -> Fraction:
     """Round-to-nearest gives inf at and beyond this magnitude."""
     p, _, emax = float_format(dtype)
@@ -160,25 +167,24 @@ def round_fraction(q, dtype) -> float:
     """Round the rational q to the nearest value of `dtype` (ties to even, overflow to inf), once.
 
     The result is returned as a Python float; every value of the four formats is a float64, so
-    converting it to the dtype afterwards is exact.
+    converting it to the dtype afterwards is exact. Integer arithmetic on q's numerator and
+    denominator: |q| / 2**e = k + rem / scaled_den, for 2**e the spacing of |q|'s binade.
     """
     q = Fraction(q)
     if q == 0:
         return 0.0
     sign = -1.0 if q < 0 else 1.0
     a = abs(q)
-    if a >= overflow_threshold(dtype):
+    if a >= overflow_threshold(np.dtype(dtype)):
         return sign * math.inf
-    quantum = ulp(a, dtype)
-    n = a / quantum
-    k = n.numerator // n.denominator
-    rem = n - k
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2 == 1):
+    e = _quantum_exponent(a, dtype)
+    num, den = a.numerator, a.denominator
+    scaled_num, scaled_den = (num, den << e) if e >= 0 else (num << -e, den)
+    k, rem = divmod(scaled_num, scaled_den)
+    if 2 * rem > scaled_den or (2 * rem == scaled_den and k % 2 == 1):
         k += 1
-    r = k * quantum
-    if r >= overflow_threshold(dtype):  # cannot happen after the check above, kept as a guard
-        return sign * math.inf
-    return sign * float(r)  # exact: r is representable in float64
+    # exact: k has at most p + 1 bits and k * 2**e is a value of the format (so of float64)
+    return sign * math.ldexp(float(k), e)
 
 
 def gamma(n: int) -> Fraction:
@@ -291,6 +297,22 @@ def normalize_axes(axes, ndim: int, noop_with_empty_axes) -> tuple | None:
     return tuple(norm)
 
 
+def exact_sum(values, *, squares: bool = False, magnitudes: bool = False) -> Fraction:
+    """The exact sum of finite floats (of their squares, or of their magnitudes) as a Fraction. Each
+    float is an integer over a power of two (``as_integer_ratio``); the terms are added as integers
+    over the largest of those powers, and reduced once at the end. (A running sum of Fractions
+    reduces by a gcd at every step: these oracles spent most of the suite's time there.)"""
+    ratios = [v.as_integer_ratio() for v in values]
+    if squares:
+        ratios = [(n * n, d * d) for n, d in ratios]
+    elif magnitudes:
+        ratios = [(abs(n), d) for n, d in ratios]
+    if not ratios:
+        return Fraction(0)
+    common = max(d for _, d in ratios)
+    return Fraction(sum(n * (common // d) for n, d in ratios), common)
+
+
 def _float_values(x: np.ndarray) -> np.ndarray:
     # float16/bfloat16/float32 -> float64 is exact, any byte order
     return x.astype(np.float64)
@@ -340,9 +362,8 @@ def float_mean_cell(vals, dtype) -> FloatCell:
         return special
     if n == 0:
         return FloatCell("nan")
-    fr = [Fraction(v) for v in vals]
-    exact = sum(fr, Fraction(0)) / n
-    s_abs = sum((abs(f) for f in fr), Fraction(0))
+    exact = exact_sum(vals) / n
+    s_abs = exact_sum(vals, magnitudes=True)
     tol = ulp(exact, dtype) + gamma(n + 2) * s_abs / n + (n + 2) * _TINY64
     return _num_cell(exact, tol, dtype)
 
@@ -357,9 +378,8 @@ def float_sum_cell(vals, dtype) -> FloatCell:
         return special
     if n == 0:
         return FloatCell("num", exact=Fraction(0), tol=Fraction(0), rounded=0.0)
-    fr = [Fraction(v) for v in vals]
-    exact = sum(fr, Fraction(0))
-    s_abs = sum((abs(f) for f in fr), Fraction(0))
+    exact = exact_sum(vals)
+    s_abs = exact_sum(vals, magnitudes=True)
     tol = ulp(exact, dtype) + gamma(n + 2) * s_abs + (n + 2) * _TINY64
     return _num_cell(exact, tol, dtype)
 
@@ -372,7 +392,7 @@ def float_sum_square_cell(vals, dtype) -> FloatCell:
         return FloatCell("inf", sign=1)
     if n == 0:
         return FloatCell("num", exact=Fraction(0), tol=Fraction(0), rounded=0.0)
-    exact = sum((Fraction(v) ** 2 for v in vals), Fraction(0))
+    exact = exact_sum(vals, squares=True)
     tol = ulp(exact, dtype) + gamma(n + 2) * exact + (n + 2) * _TINY64
     return _num_cell(exact, tol, dtype)
 
@@ -516,7 +536,8 @@ def float_prod_cell(vals, dtype) -> FloatCell:
     sign = -1 if sum(math.copysign(1.0, v) < 0 for v in vals) % 2 else 1
     if any(math.isinf(v) for v in vals):
         return FloatCell("inf", sign=sign)
-    exact = math.prod((Fraction(v) for v in vals), start=Fraction(1))
+    ratios = [v.as_integer_ratio() for v in vals]  # (one reduction, as exact_sum)
+    exact = Fraction(math.prod(n for n, _ in ratios), math.prod(d for _, d in ratios))
     tol = ulp(exact, dtype) + abs(exact) * (len(vals) + 1) * _U64 + _TINY64
     return FloatCell("num", exact=exact, tol=tol, rounded=math.copysign(abs(round_fraction(exact, dtype)), sign),
                      signed_zero=True)
@@ -531,7 +552,7 @@ def float_l1_cell(vals, dtype) -> FloatCell:
         return FloatCell("nan")
     if any(math.isinf(v) for v in vals):
         return FloatCell("inf", sign=1)
-    exact = sum((abs(Fraction(v)) for v in vals), Fraction(0))
+    exact = exact_sum(vals, magnitudes=True)
     tol = ulp(exact, dtype) + gamma(len(vals) + 2) * exact + (len(vals) + 2) * _TINY64
     return _num_cell(exact, tol, dtype)
 
@@ -545,7 +566,7 @@ def float_l2_cell(vals, dtype) -> FloatCell:
         return FloatCell("nan")
     if any(math.isinf(v) for v in vals):
         return FloatCell("inf", sign=1)
-    squares = sum((Fraction(v) ** 2 for v in vals), Fraction(0))
+    squares = exact_sum(vals, squares=True)
     if squares == 0:
         return FloatCell("num", exact=Fraction(0), tol=Fraction(0), rounded=0.0)
     exact = _sqrt_fraction(squares)
@@ -561,10 +582,9 @@ def float_log_sum_cell(vals, dtype) -> FloatCell:
         return special if special.kind == "nan" or special.sign > 0 else FloatCell("nan")
     if not vals:
         return FloatCell("inf", sign=-1)
-    fr = [Fraction(v) for v in vals]
-    total = sum(fr, Fraction(0))
-    sum_tol = gamma(len(vals) + 2) * sum((abs(f) for f in fr), Fraction(0)) + (len(vals) + 2) * _TINY64
-    if total == 0 and all(f == 0 for f in fr):
+    total = exact_sum(vals)
+    sum_tol = gamma(len(vals) + 2) * exact_sum(vals, magnitudes=True) + (len(vals) + 2) * _TINY64
+    if total == 0 and all(v == 0 for v in vals):
         return FloatCell("inf", sign=-1)
     if abs(total) <= 2 * sum_tol:  # which side of 0 a float64 sum lands on is not decided
         return FloatCell("any")

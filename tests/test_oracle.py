@@ -286,3 +286,15 @@ def test_assert_float_close():
         oracle.assert_float_close(got.astype(np.float16) * np.float16(1.01), e, np.float16)
     with pytest.raises(AssertionError):
         oracle.assert_float_close(np.array([1.0, 0.0, -np.inf, np.inf, 3.0], dtype=np.float16), e, np.float16)
+
+
+def test_exact_sum_is_the_sum_of_the_fractions():
+    # exact_sum adds integers over a common power of two instead of Fractions one by one: the same
+    # value, for terms from subnormals to float64's largest, both signs, and for squares and magnitudes
+    rng = np.random.default_rng(5)
+    values = (rng.standard_normal(300) * 2.0 ** rng.integers(-1074, 960, 300)).tolist()
+    values += [5e-324, -5e-324, 1.7976931348623157e308, -0.0, 0.0, 3]
+    for subset in (values, values[::7], values[-6:], values[:1], []):
+        assert oracle.exact_sum(subset) == sum((Fraction(v) for v in subset), Fraction(0))
+        assert oracle.exact_sum(subset, squares=True) == sum((Fraction(v) ** 2 for v in subset), Fraction(0))
+        assert oracle.exact_sum(subset, magnitudes=True) == sum((abs(Fraction(v)) for v in subset), Fraction(0))

@@ -61,11 +61,12 @@ def _norm_axes(axes, ndim):
     return tuple(range(ndim)) if axes is None else tuple(a % ndim for a in axes)
 
 
-def _float_expected(opname, x, axes, exact_sums: bool):
-    """(expected float64 values with keepdims=1, extra absolute tolerance)."""
+def _float_expected(opname, x, axes, exact_sums: bool, x64=None):
+    """(expected float64 values with keepdims=1, extra absolute tolerance); ``x64``: x as float64, if
+    the caller has it already (a test calling this for every op converts x once)."""
     t = _norm_axes(axes, x.ndim)
     n = math.prod(x.shape[a] for a in t)
-    x64 = x.astype(np.float64)
+    x64 = x.astype(np.float64) if x64 is None else x64
     if opname in ("reduce_mean", "reduce_sum"):
         divisor = n if opname == "reduce_mean" else 1
         e = np.sum(x64, axis=t, keepdims=True) / divisor
@@ -98,36 +99,47 @@ def _float_expected(opname, x, axes, exact_sums: bool):
     return e, tol
 
 
-def _int_expected(opname, x, axes):
+def _int_expected(opname, x, axes, wide=None):
     """(lo, hi) int arrays (keepdims=1): the accepted results; equal unless float64 cannot decide. A
     value of hi above the dtype's maximum means the call must raise ValueError (a result that does
-    not fit, a log of a sum <= 0)."""
+    not fit, a log of a sum <= 0). ``wide``: x as int64, if the caller has it already."""
+    wide = x.astype(np.int64) if wide is None else wide
     t = _norm_axes(axes, x.ndim)
     n = math.prod(x.shape[a] for a in t)
     dtype = x.dtype
     bits = dtype.itemsize * 8
     if opname == "reduce_mean":
-        s = np.sum(x.astype(np.int64), axis=t, keepdims=True)  # exact, see the module docstring
+        s = np.sum(wide, axis=t, keepdims=True)  # exact, see the module docstring
         q = np.where(s >= 0, s // n, -((-s) // n))  # truncation toward zero
         return q, q
     if opname in ("reduce_max", "reduce_min"):
         e = (np.max if opname == "reduce_max" else np.min)(x, axis=t, keepdims=True).astype(np.int64)
         return e, e
     if opname == "reduce_l1":  # modulo 2**bits: the low bits of NumPy's (wrapping) uint64 sum of |x|
-        magnitude = np.abs(x.astype(np.int64)).view(np.uint64)  # (|x| < 2**63 in these cases)
+        magnitude = np.abs(wide).view(np.uint64)  # (|x| < 2**63 in these cases)
         s = np.sum(magnitude, axis=t, keepdims=True, dtype=np.uint64)
         s = s.astype(dtype).astype(np.int64) if bits < 64 else s.view(np.int64)
         return s, s
-    if opname == "reduce_l2":  # isqrt of the exact sum of squares: |x| = a 2**20 + b
-        magnitude = np.abs(x.astype(np.int64))  # (|x| < 2**41 in these cases)
-        a, b = magnitude >> 20, magnitude & (2**20 - 1)
-        # (each product < 2**63; its 32-bit halves summed apart, as 2**24 of them could exceed int64)
-        parts = [(np.sum(p >> 32, axis=t, keepdims=True).astype(object) << 32)
-                 + np.sum(p & (2**32 - 1), axis=t, keepdims=True).astype(object) for p in (a * a, 2 * a * b, b * b)]
-        roots = np.vectorize(math.isqrt, otypes=[object])((parts[0] << 40) + (parts[1] << 20) + parts[2])
+    if opname == "reduce_l2":  # isqrt of the exact sum of squares: |x| = a 2**shift + b
+        magnitude = np.abs(wide)  # (|x| < 2**41 in these cases)
+        if magnitude.max(initial=0) <= 2**32 and n < 2**29:  # a, b <= 2**16: products <= 2**33, sums < 2**62
+            shift, halves = 16, False
+        else:  # a, b < 2**21: each product < 2**63, its 32-bit halves summed apart
+            shift, halves = 20, True
+        a, b = magnitude >> shift, magnitude & (2**shift - 1)
+        del magnitude
+
+        def exact_sum(p):
+            if not halves:
+                return np.sum(p, axis=t, keepdims=True).astype(object)
+            return (np.sum(p >> 32, axis=t, keepdims=True).astype(object) << 32) + np.sum(
+                p & (2**32 - 1), axis=t, keepdims=True).astype(object)
+
+        parts = [exact_sum(p) for p in (a * a, 2 * a * b, b * b)]
+        roots = np.vectorize(math.isqrt, otypes=[object])((parts[0] << 2 * shift) + (parts[1] << shift) + parts[2])
         return roots, roots
     if opname == "reduce_log_sum":  # floor(ln S) of the exact sum; an output with S <= 0 must raise
-        s = np.sum(x.astype(np.int64), axis=t, keepdims=True).astype(object)  # exact: |S| < 2**63 here
+        s = np.sum(wide, axis=t, keepdims=True).astype(object)  # exact: |S| < 2**63 here
         if (s <= 0).any():
             raise_marker = np.full(s.shape, int(np.iinfo(dtype).max) + 1, dtype=object)
             return raise_marker, raise_marker
@@ -135,11 +147,11 @@ def _int_expected(opname, x, axes):
         return np.floor(logs - 1e-9).astype(np.int64), np.floor(logs + 1e-9).astype(np.int64)
     if opname == "reduce_sum":  # modulo 2**bits: the low bits of NumPy's (wrapping) uint64 sum
         with np.errstate(over="ignore"):
-            s = np.sum(x.astype(np.int64).view(np.uint64), axis=t, keepdims=True, dtype=np.uint64)
+            s = np.sum(wide.view(np.uint64), axis=t, keepdims=True, dtype=np.uint64)
         s = s.astype(dtype).astype(np.int64) if bits < 64 else s.view(np.int64)  # (as the test casts results)
         return s, s
     if opname == "reduce_sum_square":
-        u = x.astype(np.int64).view(np.uint64)
+        u = wide.view(np.uint64)
         with np.errstate(over="ignore"):
             s = np.sum(u * u, axis=t, keepdims=True, dtype=np.uint64)  # modulo 2**64
         s = s % np.uint64(2**bits) if bits < 64 else s
@@ -148,7 +160,7 @@ def _int_expected(opname, x, axes):
             s = np.where(s >= 2 ** (bits - 1), s - 2**bits, s)
         return s, s
     m = np.max(x, axis=t, keepdims=True).astype(np.int64)
-    d = (x.astype(np.int64) - m).astype(np.float64)  # exact: |d| < 2**42
+    d = (wide - m).astype(np.float64)  # exact: |d| < 2**42
     f = np.log(np.sum(np.exp(d), axis=t, keepdims=True))
     # trunc(m + f) with f >= 0, f known to ~1e-13: m + floor(f) if m + f >= 0, else m + ceil(f)
     delta = 1e-9
@@ -195,16 +207,17 @@ def _axes_for(ndim):
 def test_large_reduction_matches_oracle(kind, shape):
     x = _make(kind, shape, seed=sum(shape) + len(kind))
     before = x.copy()
+    converted = x.astype(np.float64 if x.dtype.kind == "f" or x.dtype == BFLOAT16 else np.int64)
     for opname in OP_NAMES:
         func = getattr(numred, opname)
         for axes in _axes_for(x.ndim):
             ctx = f"{opname} {kind} {shape} axes={axes}"
             if x.dtype.kind == "f" or x.dtype == BFLOAT16:
-                e, tol = _float_expected(opname, x, axes, exact_sums=kind.endswith("grid"))
+                e, tol = _float_expected(opname, x, axes, exact_sums=kind.endswith("grid"), x64=converted)
                 got = func(x, axes, keepdims=1)
                 oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=ctx)
             else:
-                lo, hi = _int_expected(opname, x, axes)
+                lo, hi = _int_expected(opname, x, axes, wide=converted)
                 info = np.iinfo(x.dtype)
                 if (hi > info.max).any():
                     with pytest.raises(ValueError):
