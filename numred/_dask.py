@@ -43,6 +43,8 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes):
         if math.isnan(data.shape[a]):
             raise ValueError(f"{op.onnx_name}: axis {a} of the Dask array has unknown chunk sizes, and it is "
                              "reduced; call data.compute_chunk_sizes() first")
+    if 0 in (data.shape[a] for a in range(data.ndim) if a not in axes):
+        return _empty_result(data, axes, keepdims, dtype)
     n_reduced = math.prod(data.shape[a] for a in axes)
     if n_reduced == 0 and dtype.kind in "iu" and op.empty_int is None:
         reduce_in_memory(op, np.empty((0,), dtype=dtype), None, 1, 0)  # raises the front end's ValueError
@@ -60,6 +62,17 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes):
                             axes, True, candidates_meta)
     return _reduction(f"{name}-exactly", data, _exp_distances, functools.partial(_decide_int_exp, dtype, n_reduced),
                       _merge_distances, axes, keepdims, meta, weights=candidates)
+
+
+def _empty_result(data, axes, keepdims, dtype):
+    """The result of a reduction whose kept set is empty: an empty array, the kept axes chunked as in
+    ``data``. Nothing is computed and nothing raises, whatever the operator and the reduced set, as
+    in memory (SEMANTICS: "empty kept set"); through dask.array.reduction an integer mean over two
+    empty axes raised when computed."""
+    import dask.array as da
+
+    chunks = tuple((1,) if a in axes else data.chunks[a] for a in range(data.ndim) if keepdims or a not in axes)
+    return da.empty(tuple(sum(c) for c in chunks), dtype=dtype, chunks=chunks)
 
 
 def _reduction(name, data, chunk, aggregate, combine, axes, keepdims, meta, weights=None):

@@ -100,6 +100,19 @@ def test_dask_combines_many_chunks_along_each_reduced_axis(opname, dtype):
         check_dask_against_oracle(opname, x, chunks, axes, 0, 0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_an_empty_kept_set_computes_nothing_and_never_raises(dtype):
+    # Every operator, the reduced set empty too (an integer mean or log-sum-exp over an empty set
+    # raises where there are outputs): an empty result, as in memory. Through dask's reduction an
+    # integer log-sum-exp of a 0x0 array over axis 0 raised at the call, a mean when computed (found
+    # by the random profile).
+    for opname in OP_NAMES:
+        for shape, chunks, axes, keepdims in [((0, 0), ((0,), (0,)), [0], 0), ((0, 0), ((0,), (0,)), [1], 1),
+                                              ((2, 0, 3), ((1, 1), (0,), (2, 1)), [0, 2], 0),
+                                              ((0, 3), ((0,), (2, 1)), [1], 1)]:
+            check_dask_against_oracle(opname, np.empty(shape, dtype=dtype), chunks, axes, keepdims, 0)
+
+
 def test_integer_mean_of_huge_sums_is_exact_where_dasks_mean_is_not():
     # int64 elements near 2**40 summed over 2**14 elements: the sum is about 2**54, beyond float64's
     # integers, which dask's mean goes through
