@@ -20,8 +20,9 @@ The oracle follows shared/SEMANTICS.md:
     ulps for float64). Any NaN -> NaN; else any +inf -> +inf; all -inf -> -inf.
   - ReduceMax / ReduceMin: the exact max / min, any NaN -> NaN, -0.0 below +0.0 (the sign of a zero
     result is checked).
-  - ReduceProd: the exact product, within (n + 1) float64 units and 1 ulp of the output; NaN if any
-    NaN or 0 x inf; the sign exact, of zeros too.
+  - ReduceProd: the product (mpmath, 256 bits: exact for up to four factors, within n units of 2**-255
+    beyond), within (n + 1) float64 units and 1 ulp of the output; NaN if any NaN or 0 x inf; the
+    sign exact, of zeros too.
   - ReduceL1: the exact sum of |x|, tolerance as the sum of squares; NaN -> NaN, else any inf -> +inf.
   - ReduceL2: sqrt of the exact sum of squares (mpmath, 200 bits), within 1 ulp of the output plus
     the float64 sum's error bound (halved by the root); NaN -> NaN, else any inf -> +inf.
@@ -509,6 +510,7 @@ def int_lse_cell(vals, dtype):
 # ---- ReduceL2 and ReduceLogSum ----------------------------------------------------------------
 
 _ROOT_BITS = 200  # mpmath precision of the oracle's square roots and logs: far below any tolerance
+_PROD_BITS = 256  # mpmath precision of the oracle's float products (float_prod_cell)
 
 
 def _mp_fraction(x) -> Fraction:
@@ -536,9 +538,13 @@ def float_prod_cell(vals, dtype) -> FloatCell:
     sign = -1 if sum(math.copysign(1.0, v) < 0 for v in vals) % 2 else 1
     if any(math.isinf(v) for v in vals):
         return FloatCell("inf", sign=sign)
-    ratios = [v.as_integer_ratio() for v in vals]  # (one reduction, as exact_sum)
-    exact = Fraction(math.prod(n for n, _ in ratios), math.prod(d for _, d in ratios))
-    tol = ulp(exact, dtype) + abs(exact) * (len(vals) + 1) * _U64 + _TINY64
+    # The product in _PROD_BITS-bit arithmetic: exact up to four factors, and within n roundings of
+    # 2**(1 - _PROD_BITS) beyond, far inside the tolerance (the exact product of a long row is an
+    # integer of millions of bits: a 2**19-element row took minutes)
+    with mpmath.workprec(_PROD_BITS):
+        exact = _mp_fraction(mpmath.fprod(vals))
+    tol = (ulp(exact, dtype) + abs(exact) * ((len(vals) + 1) * _U64 + len(vals) * Fraction(2) ** (1 - _PROD_BITS))
+           + _TINY64)
     return FloatCell("num", exact=exact, tol=tol, rounded=math.copysign(abs(round_fraction(exact, dtype)), sign),
                      signed_zero=True)
 
