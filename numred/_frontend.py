@@ -229,13 +229,32 @@ def _reduce_exactly(op: Op, data, axes, keepdims) -> np.ndarray:
     arguments have passed every check: this is a call with at least one element per output."""
     x = as_supported_array(data, op.narrow_ints)
     axes = reduced_axes(axes, x.ndim) or tuple(range(x.ndim))
-    out_shape, n_out, n_reduced = _output_geometry(x.shape, axes, as_flag(keepdims, "keepdims"))
-    # each output's elements in a row (a copy where the layout needs one)
-    rows = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim)).reshape(n_out, n_reduced)
-    result = op.exact(rows)
-    if result is None:
+    out_shape, _, n_reduced = _output_geometry(x.shape, axes, as_flag(keepdims, "keepdims"))
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))  # kept axes first, reduced ones last
+    # (each group's rows made in the call's argument: a copy is freed as soon as the call returns)
+    results = [op.exact(moved[group].reshape(-1, n_reduced)) for group in _row_groups(moved.shape, len(axes))]
+    if any(result is None for result in results):
         raise int_log_sum_exp_overflow(x.dtype)
-    return result.reshape(out_shape)
+    return np.concatenate(results).reshape(out_shape)
+
+
+# the exact path reads the outputs' rows in groups of about this many elements (_row_groups)
+_EXACT_GROUP_ELEMENTS = 1 << 20
+
+
+def _row_groups(shape: tuple, n_reduced_axes: int):
+    """Index expressions of an array of ``shape`` whose last ``n_reduced_axes`` axes are reduced: groups
+    of whole leading kept indices, of about _EXACT_GROUP_ELEMENTS elements, whose outputs' elements
+    the exact path takes as rows. Those are views where the layout allows, else copies of one group
+    at a time (a copy of all the rows at once, for axes that do not merge, took as much memory again
+    as the input). A reduction over all axes is one row (one group)."""
+    if n_reduced_axes == len(shape):
+        yield ...
+        return
+    per_index = math.prod(shape[1:])  # elements under one leading kept index
+    step = max(1, _EXACT_GROUP_ELEMENTS // max(1, per_index))
+    for start in range(0, shape[0], step):
+        yield slice(start, start + step)
 
 
 def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:

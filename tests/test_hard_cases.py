@@ -1025,6 +1025,27 @@ def test_exact_l2_of_a_long_row_needs_no_temporary_proportional_to_it(dtype, val
     assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
 
 
+def test_exact_path_over_axes_that_do_not_merge_copies_one_group_of_rows_at_a_time():
+    # Reduced axes around a kept one (axes [0, 2] of 64x32x4096) cannot be one row per output without
+    # a copy: the exact path copies a group of rows at a time, not all of them (64 MiB at its peak
+    # before). Output k's elements are +-(2**40 + k), its squares' sum 2**18 (2**40 + k)**2, beyond
+    # 2**64: its root 2**9 (2**40 + k), exactly.
+    import tracemalloc
+
+    x = np.empty((64, 32, 4096), dtype=np.int64)  # 64 MiB
+    x[...] = (2**40 + np.arange(32))[None, :, None]
+    x[::3] *= -1
+    numred.reduce_l2(x[:, :2], axes=[0, 2])  # the kernels loaded (Numba's allocations are traced too)
+    tracemalloc.start()
+    try:
+        got = numred.reduce_l2(x, axes=[0, 2], keepdims=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got.tolist() == [2**9 * (2**40 + k) for k in range(32)]
+    assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
 def test_int_log_sum_exp_next_to_an_integer_fits_at_the_top_of_the_dtype(dtype):
     # max + log(...) just below max + 2, with max = the dtype's largest value - 1: the result is the
