@@ -119,8 +119,12 @@ def _floor_log2(a: Fraction) -> int:
     """floor(log2(a)) for a Fraction a > 0, exactly (integers only: 2**e <= num / den)."""
     num, den = a.numerator, a.denominator
     e = num.bit_length() - den.bit_length()
-    if (num << -e if e < 0 else num) < (den if e < 0 else den << e):
+    def at_least(k):  # num / den >= 2**k
+        return (num << -k if k < 0 else num) >= (den if k < 0 else den << k)
+
+    if not at_least(e):
         e -= 1
+    assert at_least(e) and not at_least(e + 1)
     return e
 
 

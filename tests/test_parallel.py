@@ -129,13 +129,13 @@ def _int_expected(opname, x, axes, wide=None):
         a, b = magnitude >> shift, magnitude & (2**shift - 1)
         del magnitude
 
-        def exact_sum(p):
+        def exact_total(p):
             if not halves:
                 return np.sum(p, axis=t, keepdims=True).astype(object)
             return (np.sum(p >> 32, axis=t, keepdims=True).astype(object) << 32) + np.sum(
                 p & (2**32 - 1), axis=t, keepdims=True).astype(object)
 
-        parts = [exact_sum(p) for p in (a * a, 2 * a * b, b * b)]
+        parts = [exact_total(p) for p in (a * a, 2 * a * b, b * b)]
         roots = np.vectorize(math.isqrt, otypes=[object])((parts[0] << 2 * shift) + (parts[1] << shift) + parts[2])
         return roots, roots
     if opname == "reduce_log_sum":  # floor(ln S) of the exact sum; an output with S <= 0 must raise
