@@ -268,4 +268,5 @@ def l2(rows: np.ndarray) -> np.ndarray:
             raise l2_does_not_fit(rows.dtype)
         return np.array(roots, dtype=rows.dtype)
     sums, exponents = scaled_square_sums(rows)
-    return np.ldexp(np.sqrt(sums), exponents).astype(rows.dtype)
+    with np.errstate(over="ignore"):  # a root beyond float64's range: inf, without a warning, as the kernels
+        return np.ldexp(np.sqrt(sums), exponents).astype(rows.dtype)

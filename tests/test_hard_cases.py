@@ -1,6 +1,7 @@
 """Cases found while building the kernels, each checked against an exact argument written here."""
 import itertools
 import math
+import warnings
 
 import ml_dtypes
 import mpmath
@@ -987,6 +988,19 @@ def test_exact_paths_read_long_rows_in_pieces(dtype, axes, monkeypatch):
     got = numred.reduce_log_sum_exp(x, axes=axes, keepdims=0)
     assert got.ravel().tolist() == ([top + 1, top + 1, top + 4] if axes else [top + 4])  # 3 rows: ln(3 * 61.0...)
     assert_matches(got, expected("reduce_log_sum_exp", x, axes, 0))
+
+
+def test_float64_l2_beyond_the_range_is_inf_without_a_warning():
+    # sqrt(2) * 1.7e308 is beyond float64's range: +inf, the exact path's rounding of it, silently, as
+    # every other result that overflows (the exact path's ldexp warned)
+    x = np.array([[1.7e308, -1.7e308], [1e308, 1e308]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = numred.reduce_l2(x, axes=[1], keepdims=0)
+        whole = numred.reduce_l2(x, keepdims=0)
+    assert got[0] == math.inf and whole == math.inf
+    exact = mpmath.sqrt(2) * mpmath.mpf(1e308)  # (within float64's range)
+    assert abs(mpmath.mpf(float(got[1])) - exact) <= math.ulp(float(exact)), got[1]
 
 
 @pytest.mark.parametrize("block", [5, None])
