@@ -247,10 +247,13 @@ def scaled_square_sums(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for start, block in _blocks(rows):
         stop = start + block.shape[0]
         scaled = np.ldexp(block, -exponents[start:stop, None])
-        if pieces:
-            pieces[start].append(float(np.sum(scaled * scaled)))
-        else:
-            sums[start:stop] = np.sum(scaled * scaled, axis=1)
+        # (a row holding inf or NaN is not scaled: its finite squares may overflow, silently, as its
+        # sum is the inf or NaN anyway)
+        with np.errstate(over="ignore"):
+            if pieces:
+                pieces[start].append(float(np.sum(scaled * scaled)))
+            else:
+                sums[start:stop] = np.sum(scaled * scaled, axis=1)
     if pieces:
         sums[:] = [math.fsum(row) for row in pieces]
     return sums, exponents
