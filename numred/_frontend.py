@@ -244,17 +244,21 @@ _EXACT_GROUP_ELEMENTS = 1 << 20
 
 def _row_groups(shape: tuple, n_reduced_axes: int):
     """Index expressions of an array of ``shape`` whose last ``n_reduced_axes`` axes are reduced: groups
-    of whole leading kept indices, of about _EXACT_GROUP_ELEMENTS elements, whose outputs' elements
+    of whole indices of the outermost kept axis longer than 1 (those before it have one index, so the
+    groups keep the outputs' order), of about _EXACT_GROUP_ELEMENTS elements, whose outputs' elements
     the exact path takes as rows. Those are views where the layout allows, else copies of one group
     at a time (a copy of all the rows at once, for axes that do not merge, took as much memory again
-    as the input). A reduction over all axes is one row (one group)."""
-    if n_reduced_axes == len(shape):
+    as the input; a batch of one, 1xCxHxW, is why the outermost axis of length 1 is passed over). One
+    output is one row (one group)."""
+    kept = shape[:len(shape) - n_reduced_axes]
+    axis = next((a for a, n in enumerate(kept) if n > 1), None)
+    if axis is None:
         yield ...
         return
-    per_index = math.prod(shape[1:])  # elements under one leading kept index
+    per_index = math.prod(shape[axis + 1:])  # elements under one index of that axis
     step = max(1, _EXACT_GROUP_ELEMENTS // max(1, per_index))
-    for start in range(0, shape[0], step):
-        yield slice(start, start + step)
+    for start in range(0, kept[axis], step):
+        yield (slice(None),) * axis + (slice(start, start + step),)
 
 
 def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:

@@ -1041,24 +1041,29 @@ def test_exact_l2_of_a_long_row_needs_no_temporary_proportional_to_it(dtype, val
     assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
 
 
-def test_exact_path_over_axes_that_do_not_merge_copies_one_group_of_rows_at_a_time():
+@pytest.mark.parametrize("batch", [False, True])
+def test_exact_path_over_axes_that_do_not_merge_copies_one_group_of_rows_at_a_time(batch):
     # Reduced axes around a kept one (axes [0, 2] of 64x32x4096) cannot be one row per output without
     # a copy: the exact path copies a group of rows at a time, not all of them (64 MiB at its peak
     # before). Output k's elements are +-(2**40 + k), its squares' sum 2**18 (2**40 + k)**2, beyond
-    # 2**64: its root 2**9 (2**40 + k), exactly.
+    # 2**64: its root 2**9 (2**40 + k), exactly. Also behind a kept axis of length 1 (a batch of one,
+    # 1x64x32x4096 over [1, 3]), which the groups pass over.
     import tracemalloc
 
     x = np.empty((64, 32, 4096), dtype=np.int64)  # 64 MiB
     x[...] = (2**40 + np.arange(32))[None, :, None]
     x[::3] *= -1
-    numred.reduce_l2(x[:, :2], axes=[0, 2])  # the kernels loaded (Numba's allocations are traced too)
+    axes = [0, 2]
+    if batch:
+        x, axes = x[None], [1, 3]
+    numred.reduce_l2(x[..., :2, :], axes=axes)  # the kernels loaded (Numba's allocations are traced too)
     tracemalloc.start()
     try:
-        got = numred.reduce_l2(x, axes=[0, 2], keepdims=0)
+        got = numred.reduce_l2(x, axes=axes, keepdims=0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert got.tolist() == [2**9 * (2**40 + k) for k in range(32)]
+    assert got.ravel().tolist() == [2**9 * (2**40 + k) for k in range(32)]
     assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
 
 
