@@ -230,7 +230,11 @@ def _reduce_exactly(op: Op, data, axes, keepdims) -> np.ndarray:
     x = as_supported_array(data, op.narrow_ints)
     axes = reduced_axes(axes, x.ndim) or tuple(range(x.ndim))
     out_shape, _, n_reduced = _output_geometry(x.shape, axes, as_flag(keepdims, "keepdims"))
-    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))  # kept axes first, reduced ones last
+    # kept axes first, reduced ones last in the order of their strides: an output's elements in any
+    # order give the same exact result, and in memory's order a transposed or Fortran-ordered input's
+    # rows are views, not copies (over all its axes, one copy of the whole input)
+    axes = sorted(axes, key=lambda axis: -abs(x.strides[axis]))
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
     # (each group's rows made in the call's argument: a copy is freed as soon as the call returns)
     results = [op.exact(moved[group].reshape(-1, n_reduced)) for group in _row_groups(moved.shape, len(axes))]
     if any(result is None for result in results):

@@ -1067,6 +1067,28 @@ def test_exact_path_over_axes_that_do_not_merge_copies_one_group_of_rows_at_a_ti
     assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
 
 
+@pytest.mark.parametrize("axes", [None, [0, 1]])
+def test_exact_path_reads_a_transposed_input_in_place(axes):
+    # A transposed (here Fortran-ordered) input: the exact path takes each output's elements in
+    # memory's order, a view, where the axes' given order needs a copy of the whole input (32 MiB at
+    # the peak before). 2**22 elements +-2**40, or 2**16 per output over [0, 1]: squares' sums
+    # beyond 2**64, roots 2**51 and 2**48 exactly.
+    import tracemalloc
+
+    x = np.full((64, 16, 4096), 2**40, dtype=np.int64)  # 32 MiB
+    x[:, ::3] *= -1
+    x = x.T  # 4096x16x64, Fortran-ordered
+    numred.reduce_l2(x[:2], axes=axes)  # the kernels loaded (Numba's allocations are traced too)
+    tracemalloc.start()
+    try:
+        got = numred.reduce_l2(x, axes=axes, keepdims=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got.ravel().tolist() == ([2**51] if axes is None else [2**48] * 64)
+    assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
 def test_int_log_sum_exp_next_to_an_integer_fits_at_the_top_of_the_dtype(dtype):
     # max + log(...) just below max + 2, with max = the dtype's largest value - 1: the result is the
