@@ -99,10 +99,29 @@ def _float_expected(opname, x, axes, exact_sums: bool, x64=None):
     return e, tol
 
 
-def _int_expected(opname, x, axes, wide=None):
+def _sums_of_products(p, q, t):
+    """Sums over the axes ``t`` of p * q (int64 arrays whose every partial sum stays below 2**63, so
+    exact), with keepdims: einsum multiplies and adds in one pass, without an input-sized product
+    (whose fresh pages took most of this oracle's time)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"[:p.ndim]
+    kept = "".join(letter for axis, letter in enumerate(letters) if axis not in t)
+    return np.expand_dims(np.einsum(f"{letters},{letters}->{kept}", p, q), t)
+
+
+def _magnitude_pieces(wide):
+    """|x| of int64 values below 2**42 in magnitude as three arrays of 14-bit pieces a, b, c, with
+    |x| = a 2**28 + b 2**14 + c."""
+    magnitude = np.abs(wide)
+    assert magnitude.max(initial=0) < 2**42
+    middle = np.bitwise_and(magnitude >> 14, 2**14 - 1)
+    return [magnitude >> 28, middle, np.bitwise_and(magnitude, 2**14 - 1, out=magnitude)]
+
+
+def _int_expected(opname, x, axes, wide=None, pieces=None):
     """(lo, hi) int arrays (keepdims=1): the accepted results; equal unless float64 cannot decide. A
     value of hi above the dtype's maximum means the call must raise ValueError (a result that does
-    not fit, a log of a sum <= 0). ``wide``: x as int64, if the caller has it already."""
+    not fit, a log of a sum <= 0). ``wide``: x as int64, and ``pieces``: _magnitude_pieces(wide), if
+    the caller has them already (a test calling this for every op and axes makes them once)."""
     wide = x.astype(np.int64) if wide is None else wide
     t = _norm_axes(axes, x.ndim)
     n = math.prod(x.shape[a] for a in t)
@@ -120,23 +139,21 @@ def _int_expected(opname, x, axes, wide=None):
         s = np.sum(magnitude, axis=t, keepdims=True, dtype=np.uint64)
         s = s.astype(dtype).astype(np.int64) if bits < 64 else s.view(np.int64)
         return s, s
-    if opname == "reduce_l2":  # isqrt of the exact sum of squares: |x| = a 2**shift + b
-        magnitude = np.abs(wide)  # (|x| < 2**41 in these cases)
-        if magnitude.max(initial=0) <= 2**32 and n < 2**29:  # a, b <= 2**16: products <= 2**33, sums < 2**62
-            shift, halves = 16, False
-        else:  # a, b < 2**21: each product < 2**63, its 32-bit halves summed apart
-            shift, halves = 20, True
-        a, b = magnitude >> shift, magnitude & (2**shift - 1)
-        del magnitude
-
-        def exact_total(p):
-            if not halves:
-                return np.sum(p, axis=t, keepdims=True).astype(object)
-            return (np.sum(p >> 32, axis=t, keepdims=True).astype(object) << 32) + np.sum(
-                p & (2**32 - 1), axis=t, keepdims=True).astype(object)
-
-        parts = [exact_total(p) for p in (a * a, 2 * a * b, b * b)]
-        roots = np.vectorize(math.isqrt, otypes=[object])((parts[0] << 2 * shift) + (parts[1] << shift) + parts[2])
+    if opname == "reduce_l2":  # isqrt of the exact sum of squares, |x| in three pieces of 14 bits
+        pieces = _magnitude_pieces(wide) if pieces is None else pieces
+        assert n < 2**32  # products of pieces < 2**28: each sum below, of weight 2**(14 k), < 2**62
+        digit_sums = [0] * 5
+        for i in range(3):
+            for j in range(i, 3):
+                digit_sums[4 - i - j] = digit_sums[4 - i - j] + (1 if i == j else 2) * _sums_of_products(
+                    pieces[i], pieces[j], t)
+        # carried from the lowest 14-bit digit up in int64, so that only two arrays become Python ints
+        low, carry = 0, 0
+        for k in range(4):
+            digits = digit_sums[k] + carry
+            low, carry = low + ((digits & (2**14 - 1)) << 14 * k), digits >> 14
+        total = ((digit_sums[4] + carry).astype(object) << 56) + low.astype(object)
+        roots = np.vectorize(math.isqrt, otypes=[object])(total)
         return roots, roots
     if opname == "reduce_log_sum":  # floor(ln S) of the exact sum; an output with S <= 0 must raise
         s = np.sum(wide, axis=t, keepdims=True).astype(object)  # exact: |S| < 2**63 here
@@ -160,8 +177,11 @@ def _int_expected(opname, x, axes, wide=None):
             s = np.where(s >= 2 ** (bits - 1), s - 2**bits, s)
         return s, s
     m = np.max(x, axis=t, keepdims=True).astype(np.int64)
-    d = (wide - m).astype(np.float64)  # exact: |d| < 2**42
-    f = np.log(np.sum(np.exp(d), axis=t, keepdims=True))
+    d = np.subtract(wide, m, dtype=np.float64)  # exact: |d| < 2**42
+    # exp(-800) is 0 in float64, as is exp of anything below it; NumPy's exp of values far below
+    # took ten times as long
+    np.exp(np.maximum(d, -800.0, out=d), out=d)
+    f = np.log(np.sum(d, axis=t, keepdims=True))
     # trunc(m + f) with f >= 0, f known to ~1e-13: m + floor(f) if m + f >= 0, else m + ceil(f)
     delta = 1e-9
     lo_f = np.maximum(f - delta, 0.0)
@@ -173,6 +193,22 @@ def _int_expected(opname, x, axes, wide=None):
         return np.where(m + ff >= 0, up, down)
 
     return trunc(lo_f), trunc(hi_f)
+
+
+@pytest.mark.parametrize("dtype, bound", [(np.int32, 2**31), (np.int64, 2**41)])
+def test_the_integer_l2_oracle_is_python_ints_isqrt(dtype, bound):
+    # _int_expected's ReduceL2 (pieces, einsum, carries) against math.isqrt of Python int sums,
+    # with the extremes of each dtype's range in these tests
+    rng = np.random.default_rng(5)
+    x = rng.integers(-bound, bound, (7, 5, 6), dtype=np.int64).astype(dtype)
+    x[0, 0, :] = -bound
+    x[1, :, 0] = bound - 1
+    rows = x.astype(object)
+    for axes in ([0], [1, 2], [0, 2], None):
+        t = _norm_axes(axes, x.ndim)
+        lo, hi = _int_expected("reduce_l2", x, axes)
+        expected = np.vectorize(math.isqrt, otypes=[object])(np.sum(rows * rows, axis=t, keepdims=True))
+        assert lo.tolist() == hi.tolist() == expected.tolist(), axes
 
 
 CASES = [
@@ -208,6 +244,7 @@ def test_large_reduction_matches_oracle(kind, shape):
     x = _make(kind, shape, seed=sum(shape) + len(kind))
     before = x.copy()
     converted = x.astype(np.float64 if x.dtype.kind == "f" or x.dtype == BFLOAT16 else np.int64)
+    pieces = _magnitude_pieces(converted) if converted.dtype == np.int64 else None
     for opname in OP_NAMES:
         func = getattr(numred, opname)
         for axes in _axes_for(x.ndim):
@@ -217,7 +254,7 @@ def test_large_reduction_matches_oracle(kind, shape):
                 got = func(x, axes, keepdims=1)
                 oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=ctx)
             else:
-                lo, hi = _int_expected(opname, x, axes, wide=converted)
+                lo, hi = _int_expected(opname, x, axes, wide=converted, pieces=pieces)
                 info = np.iinfo(x.dtype)
                 if (hi > info.max).any():
                     with pytest.raises(ValueError):
