@@ -1,7 +1,8 @@
 """``python -m numred bench --dask``: numred against dask's own reductions on a two-worker cluster.
 
-A ``distributed.LocalCluster`` of two worker processes with one thread each (and one Numba thread
-each, as dask's NumPy reductions use one core per worker) holds a random float32 array of 4 GiB
+A ``distributed.LocalCluster`` of two worker processes with one thread each, as dask starts them
+(its nanny sets OMP_NUM_THREADS=1 in each, which numred's chunk step follows: one core per task,
+as dask's NumPy reductions) holds a random float32 array of 4 GiB
 (``--quick``: 64 MiB) in memory. Each reduction is timed against dask's own in turns, median of
 the rounds. Then each is computed once more with Python's allocation tracing on the workers
 (tracemalloc, which sees NumPy's buffers): the peak above the level at the start, on the worker
@@ -106,9 +107,8 @@ def run(args, out) -> int:
     rows = 1024 if args.quick else 65536
     shape, chunks = (rows, 16384), (rows // 16 if args.quick else 2048, 16384)
     workers = 2
-    with dask.config.set({"distributed.nanny.environ.NUMBA_NUM_THREADS": "1"}), \
-            distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         x = da.random.default_rng(0).standard_normal(shape, dtype=np.float32, chunks=chunks).persist()
         distributed.wait(x)
         chunk_mib = x.nbytes / x.npartitions / 2**20

@@ -14,6 +14,7 @@ import numred
 import oracle
 from numred._registry import OPS
 from test_properties import FLAGS, arrays_of
+from threads import needs_two_threads
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -217,3 +218,33 @@ def test_dask_on_a_local_cluster_matches_oracle(cluster_client, dtype):
     for opname in OP_NAMES:
         for chunks, axes in [((31, 10), [0]), ((30, 11), None)]:
             check_dask_against_oracle(opname, x, chunks, axes, 1, 0, scheduler=None)  # the client's
+
+
+@needs_two_threads
+@pytest.mark.parametrize("omp_num_threads", ["1", None])
+def test_the_chunk_step_runs_its_kernels_on_the_threads_dask_workers_allow(monkeypatch, omp_num_threads):
+    # dask's worker processes set OMP_NUM_THREADS=1 (the nanny's environment), as each runs a task per
+    # thread: the chunk step's kernels then run on one Numba thread, and the calling thread's count
+    # is restored after. Unset, they keep all of Numba's threads.
+    import numba
+
+    from numred import _partials
+
+    threads = numba.get_num_threads()
+    seen = []
+    chunk_states = _partials.chunk_states
+
+    def spy(*args):
+        seen.append(numba.get_num_threads())
+        return chunk_states(*args)
+
+    monkeypatch.setattr(_partials, "chunk_states", spy)
+    if omp_num_threads is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp_num_threads)
+    x = np.arange(4 * 100_000, dtype=np.int64).reshape(4, 100_000)  # parallel plans: 100000 elements a block
+    got = numred.reduce_sum(da.from_array(x, chunks=(2, 100_000)), [1], keepdims=0).compute(scheduler="sync")
+    assert got.tolist() == [sum(range(k * 100_000, (k + 1) * 100_000)) for k in range(4)]
+    assert seen == [1 if omp_num_threads else threads] * 2
+    assert numba.get_num_threads() == threads
