@@ -248,3 +248,29 @@ def test_the_chunk_step_runs_its_kernels_on_the_threads_dask_workers_allow(monke
     assert got.tolist() == [sum(range(k * 100_000, (k + 1) * 100_000)) for k in range(4)]
     assert seen == [1 if omp_num_threads else threads] * 2
     assert numba.get_num_threads() == threads
+
+
+def _combine_levels(lazy):
+    """The rounds of combine tasks in a reduction's graph (dask names them "...-partial")."""
+    return sum(1 for name in lazy.__dask_graph__().layers if name.endswith("-partial") or "-partial-" in name)
+
+
+def test_small_states_merge_in_a_flat_tree_and_large_ones_as_dask_does():
+    # numred's states over all axes are a few numbers per block: one task merges the 32 blocks'
+    # states (dask's default, four per task, takes five rounds). States as large as the blocks merge
+    # four at a time, as dask's own; a split_every in dask's configuration is the user's choice.
+    rng = np.random.default_rng(3)
+    values = rng.integers(-1000, 1000, (32 * 8, 250))
+    x = da.from_array(values.astype(np.float64) / 8, chunks=(8, 250))  # sums exact in float64
+    flat = numred.reduce_sum(x, keepdims=0)
+    assert _combine_levels(flat) == 0
+    assert float(flat.compute(scheduler="sync")) == values.sum() / 8
+    assert _combine_levels(x.sum()) > 0
+    with dask.config.set(split_every=4):
+        configured = numred.reduce_sum(x, keepdims=0)
+        assert _combine_levels(configured) == _combine_levels(x.sum()) > 0
+        assert float(configured.compute(scheduler="sync")) == values.sum() / 8
+    wide = da.from_array(values.astype(np.float64).T.copy() / 8, chunks=(250, 1))  # states: 250 per 1-column block
+    by_columns = numred.reduce_sum(wide, [1], keepdims=0)
+    assert _combine_levels(by_columns) == _combine_levels(wide.sum(axis=1)) > 0
+    assert by_columns.compute(scheduler="sync").tolist() == (values.sum(axis=0) / 8).tolist()
