@@ -123,7 +123,9 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     rows = n_kept // kept_dims[-1][0]
     n_inner = kept_dims[-1][0]
     per_row = -(-n_inner // tile)  # tiles per row of the inner kept axis, all of one width (but the last)
-    enough_tasks = FEW_TASKS
+    # one thread: chunks of the reduced range only add partials to write and combine (a column
+    # reduction of 2048x16384 float32 took 0.61x the time without its 16 chunks, 1000x1000 0.72x)
+    enough_tasks = 1 if threads == 1 else FEW_TASKS
     if threads > 1 and tile > 1 and rows * per_row < FEW_TASKS:
         # Few tiles: cut them narrower (at least MIN_SPLIT_TILE wide) until every thread has as many,
         # or there are FEW_TASKS, and chunk only if that leaves fewer tiles than threads. 16x100000
@@ -175,10 +177,12 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         # strides that are not whole elements (views into packed records): the only copy numred makes
         x = np.ascontiguousarray(x)
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
-    if plan.single_block or plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS:
+    if (plan.single_block or plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS
+            or plan.nchunks > 1 and get_num_threads() == 1):
         # Few wide tiles: cut per thread instead of chunked (asking the thread count costs 1.2 us,
-        # _runtime.get_num_threads). Narrower floats are summed in float64, integers exactly, so
-        # with or without chunks their results differ by no more than the last bit. Float64 data's
+        # _runtime.get_num_threads); with one thread, no chunks (_layout). Narrower floats are
+        # summed in float64, integers exactly, so with or without chunks their results differ by no
+        # more than the last bit. Float64 data's
         # compensated sums would round differently where the sum cancels, so its tiles are never
         # chunked, with one thread or many: a column's sum is then the same whatever the tile's
         # width (1000x1000 axis 0: 56-60 us in two tiles of 500, 83 us in eight chunks). Single
