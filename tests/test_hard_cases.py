@@ -1019,21 +1019,28 @@ def test_exact_float64_l2_of_long_rows_adds_its_pieces(block, monkeypatch):
         assert_matches(numred.reduce_l2(x, axes=axes, keepdims=0), expected("reduce_l2", x, axes, 0))
 
 
+def _l2_and_peak(x, axes=None):
+    """numred.reduce_l2(x, axes, keepdims=0) and the peak of the allocations traced during the call
+    (tracemalloc sees NumPy's; the kernels are loaded first, on a piece, so that Numba's are not)."""
+    import tracemalloc
+
+    numred.reduce_l2(x[..., :2], axes=axes)
+    tracemalloc.start()
+    try:
+        got = numred.reduce_l2(x, axes=axes, keepdims=0)
+        return got, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("dtype,value", [(np.int64, 2**40), (np.float64, 1e200)])
 def test_exact_l2_of_a_long_row_needs_no_temporary_proportional_to_it(dtype, value):
     # A reduction over all of a large input is one long row: its exact path (squares beyond 2**64,
     # or beyond float64's range) takes it in pieces, with temporaries of a few pieces, not several
     # the size of the input (NumPy's allocations are traced)
-    import tracemalloc
-
     x = np.full(1 << 22, value, dtype=dtype)  # 32 MiB
     x[::3] = -value
-    tracemalloc.start()
-    try:
-        got = numred.reduce_l2(x, keepdims=0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    got, peak = _l2_and_peak(x)
     if dtype == np.int64:
         assert int(got) == math.isqrt(x.size * value**2)
     else:
@@ -1048,21 +1055,13 @@ def test_exact_path_over_axes_that_do_not_merge_copies_one_group_of_rows_at_a_ti
     # before). Output k's elements are +-(2**40 + k), its squares' sum 2**18 (2**40 + k)**2, beyond
     # 2**64: its root 2**9 (2**40 + k), exactly. Also behind a kept axis of length 1 (a batch of one,
     # 1x64x32x4096 over [1, 3]), which the groups pass over.
-    import tracemalloc
-
     x = np.empty((64, 32, 4096), dtype=np.int64)  # 64 MiB
     x[...] = (2**40 + np.arange(32))[None, :, None]
     x[::3] *= -1
     axes = [0, 2]
     if batch:
         x, axes = x[None], [1, 3]
-    numred.reduce_l2(x[..., :2, :], axes=axes)  # the kernels loaded (Numba's allocations are traced too)
-    tracemalloc.start()
-    try:
-        got = numred.reduce_l2(x, axes=axes, keepdims=0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    got, peak = _l2_and_peak(x, axes)
     assert got.ravel().tolist() == [2**9 * (2**40 + k) for k in range(32)]
     assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
 
@@ -1073,18 +1072,10 @@ def test_exact_path_reads_a_transposed_input_in_place(axes):
     # memory's order, a view, where the axes' given order needs a copy of the whole input (32 MiB at
     # the peak before). 2**22 elements +-2**40, or 2**16 per output over [0, 1]: squares' sums
     # beyond 2**64, roots 2**51 and 2**48 exactly.
-    import tracemalloc
-
     x = np.full((64, 16, 4096), 2**40, dtype=np.int64)  # 32 MiB
     x[:, ::3] *= -1
     x = x.T  # 4096x16x64, Fortran-ordered
-    numred.reduce_l2(x[:2], axes=axes)  # the kernels loaded (Numba's allocations are traced too)
-    tracemalloc.start()
-    try:
-        got = numred.reduce_l2(x, axes=axes, keepdims=0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    got, peak = _l2_and_peak(x, axes)
     assert got.ravel().tolist() == ([2**51] if axes is None else [2**48] * 64)
     assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
 
