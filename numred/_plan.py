@@ -183,9 +183,10 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         # _runtime.get_num_threads); with one thread, no chunks (_layout). Narrower floats are
         # summed in float64, integers exactly, so with or without chunks their results differ by no
         # more than the last bit. Float64 data's compensated sums would round differently where the
-        # sum cancels, so its tiles are never chunked, with one thread or many: a column's sum is then the same whatever the tile's
-        # width (1000x1000 axis 0: 56-60 us in two tiles of 500, 83 us in eight chunks). Single
-        # blocks: a group of outputs per thread (their results do not depend on the grouping).
+        # sum cancels, so its tiles are never chunked, with one thread or many: a column's sum is
+        # then the same whatever the tile's width (1000x1000 axis 0: 56-60 us in two tiles of 500,
+        # 83 us in eight chunks). Single blocks: a group of outputs per thread (their results do not
+        # depend on the grouping).
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, get_num_threads(), x.dtype == np.float64)
     # src is always read-only: the kernels never write the input, and Numba types read-only arrays
     # apart from writeable ones, so one kind of src means one compiled kernel per dtype, not two
