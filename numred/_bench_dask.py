@@ -1,8 +1,8 @@
 """``python -m numred bench --dask``: numred against dask's own reductions on a two-worker cluster.
 
 A ``distributed.LocalCluster`` of two worker processes with one thread each, as dask starts them
-(its nanny sets OMP_NUM_THREADS=1 in each, which numred's chunk step follows: one core per task,
-as dask's NumPy reductions) holds a random float32 array of 4 GiB
+(numred's chunk step then runs its kernels on one thread per task, as dask's NumPy reductions use
+one core) holds a random float32 array of 4 GiB
 (``--quick``: 64 MiB) in memory. Each reduction is timed against dask's own in turns, median of
 the rounds. Then each is computed once more with Python's allocation tracing on the workers
 (tracemalloc, which sees NumPy's buffers): the peak above the level at the start, on the worker

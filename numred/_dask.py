@@ -116,23 +116,37 @@ def _reduction(name, data, chunk, aggregate, combine, axes, keepdims, meta, spli
                         name=f"numred-{name}")
 
 
+def _worker_threads():
+    """The cores dask gives this process when it is a ``distributed`` worker: its thread count times
+    OMP_NUM_THREADS, the threads a task's libraries may use (the nanny sets it to 1); None elsewhere."""
+    module = sys.modules.get("distributed")
+    if module is None:
+        return None
+    try:
+        worker = module.get_worker()
+    except ValueError:  # not in a worker's task
+        return None
+    try:
+        per_task = max(1, int(os.environ.get("OMP_NUM_THREADS") or 1))
+    except ValueError:
+        per_task = 1
+    return worker.state.nthreads * per_task
+
+
 @contextlib.contextmanager
 def _task_threads():
-    """Numba's threads for the kernels of one task, in this thread: as many as OMP_NUM_THREADS says
-    where it is set and fewer than Numba has. dask's worker processes set it (to 1, through the
-    nanny's environment) because a worker runs a task per thread, and a library that uses every core
-    in each task oversubscribes them: on two single-threaded workers on two cores, a float32 mean of
-    4 GiB over all axes took 1.6x the time of dask's own with two Numba threads per task. Unset, as
-    in the client's process (dask's threaded scheduler, whose tasks run numred's kernels one at a
-    time), each kernel keeps all of Numba's threads."""
+    """Numba's threads for the kernels of one task, in this thread: in a ``distributed`` worker, no
+    more than the cores dask gives it (_worker_threads). dask starts as many workers as fill the
+    cores, and a library that uses every core in each worker's task oversubscribes them: on two
+    single-threaded workers on two cores, a float32 mean of 4 GiB over all axes took 1.6x the time of
+    dask's own with two Numba threads per task. numred's kernels run one at a time in a process
+    (they hold the GIL), so a worker of several threads gives each kernel all of its cores. Outside
+    a worker (dask's threaded or synchronous scheduler) each kernel keeps all of Numba's threads."""
     import numba
 
-    try:
-        wanted = int(os.environ.get("OMP_NUM_THREADS", ""))
-    except ValueError:
-        wanted = 0
+    wanted = _worker_threads()
     threads = numba.get_num_threads()
-    if not 1 <= wanted < threads:
+    if wanted is None or wanted >= threads:
         yield
         return
     numba.set_num_threads(wanted)  # (Numba's thread count is per calling thread)

@@ -220,14 +220,35 @@ def test_dask_on_a_local_cluster_matches_oracle(cluster_client, dtype):
             check_dask_against_oracle(opname, x, chunks, axes, 1, 0, scheduler=None)  # the client's
 
 
+def test_in_a_cluster_worker_the_chunk_step_runs_on_the_cores_dask_gives_it(cluster_client):
+    # dask starts its workers to fill the cores (here two of one thread each, the nanny setting
+    # OMP_NUM_THREADS=1): a task's kernels run on one Numba thread there, and the worker thread's
+    # own count is restored after
+    def threads_in_a_task():
+        import numba
+
+        from numred import _dask
+
+        with _dask._task_threads():
+            inside = numba.get_num_threads()
+        return inside, numba.get_num_threads(), numba.config.NUMBA_NUM_THREADS
+
+    inside, after, available = cluster_client.submit(threads_in_a_task, pure=False).result()
+    assert (inside, after) == (1, available)
+
+
 @needs_two_threads
-@pytest.mark.parametrize("omp_num_threads", ["1", None])
-def test_the_chunk_step_runs_its_kernels_on_the_threads_dask_workers_allow(monkeypatch, omp_num_threads):
-    # dask's worker processes set OMP_NUM_THREADS=1 (the nanny's environment), as each runs a task per
-    # thread: the chunk step's kernels then run on one Numba thread, and the calling thread's count
-    # is restored after. Unset, they keep all of Numba's threads.
+@pytest.mark.parametrize("worker_threads", [1, 2, None])
+def test_the_chunk_step_runs_its_kernels_on_the_cores_of_its_worker(monkeypatch, worker_threads):
+    # In a distributed worker (here a stand-in, with OMP_NUM_THREADS=1 as its nanny sets it) the chunk
+    # step's kernels run on as many Numba threads as the worker has threads, and the calling
+    # thread's count is restored after. Outside a worker (None: the synchronous scheduler here, the
+    # threaded one alike) they keep all of Numba's threads, OMP_NUM_THREADS or not.
+    import types
+
     import numba
 
+    distributed = pytest.importorskip("distributed")
     from numred import _partials
 
     threads = numba.get_num_threads()
@@ -238,15 +259,18 @@ def test_the_chunk_step_runs_its_kernels_on_the_threads_dask_workers_allow(monke
         seen.append(numba.get_num_threads())
         return chunk_states(*args)
 
+    def get_worker():
+        if worker_threads is None:
+            raise ValueError("No worker found")
+        return types.SimpleNamespace(state=types.SimpleNamespace(nthreads=worker_threads))
+
     monkeypatch.setattr(_partials, "chunk_states", spy)
-    if omp_num_threads is None:
-        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    else:
-        monkeypatch.setenv("OMP_NUM_THREADS", omp_num_threads)
+    monkeypatch.setattr(distributed, "get_worker", get_worker)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     x = np.arange(4 * 100_000, dtype=np.int64).reshape(4, 100_000)  # parallel plans: 100000 elements a block
     got = numred.reduce_sum(da.from_array(x, chunks=(2, 100_000)), [1], keepdims=0).compute(scheduler="sync")
     assert got.tolist() == [sum(range(k * 100_000, (k + 1) * 100_000)) for k in range(4)]
-    assert seen == [1 if omp_num_threads else threads] * 2
+    assert seen == [min(worker_threads or threads, threads)] * 2
     assert numba.get_num_threads() == threads
 
 
