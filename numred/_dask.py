@@ -20,6 +20,7 @@ import numpy as np
 from . import _partials
 from ._frontend import as_flag, as_supported_array, reduced_axes, reduce as reduce_in_memory
 from ._registry import OPS_BY_NAME, Op
+from ._runtime import get_num_threads
 
 
 def is_dask_array(data) -> bool:
@@ -145,7 +146,7 @@ def _task_threads():
     import numba
 
     wanted = _worker_threads()
-    threads = numba.get_num_threads()
+    threads = get_num_threads() if wanted is not None else 0
     if wanted is None or wanted >= threads:
         yield
         return
