@@ -211,14 +211,36 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
     return op.name, data.shape, data.strides, data.dtype, axes, keepdims, noop
 
 
-def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
-    if type(data) is not np.ndarray and "dask.array" in sys.modules:
-        from . import _dask
+# Repeats whose whole computation is one serial kernel call (_compute.OneLaunch.serial_repeat), under
+# the same keys: a small call is then a dictionary lookup and that call.
+_SERIAL_REPEATS: dict = {}
 
-        if _dask.is_dask_array(data):  # a lazy Dask array in, a lazy one out
-            return _dask.reduce(op, data, axes, keepdims, noop_with_empty_axes)
+
+def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
+    if type(data) is np.ndarray:
+        # _repeat_key's key, built here for the commonest arguments (a tenth of a small call)
+        if type(keepdims) is not int or type(noop_with_empty_axes) is not int:
+            key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
+        elif axes is None or type(axes) is int:
+            key = op.name, data.shape, data.strides, data.dtype, axes, keepdims, noop_with_empty_axes
+        elif type(axes) is list and len(axes) == 1 and type(axes[0]) is int:
+            key = op.name, data.shape, data.strides, data.dtype, (axes[0],), keepdims, noop_with_empty_axes
+        else:
+            key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
+        run_repeat = _SERIAL_REPEATS.get(key)  # (None is never a key)
+        if run_repeat is not None:
+            result = run_repeat(data)
+            if result is not None:
+                return result
+    else:
+        key = None
+        if "dask.array" in sys.modules:
+            from . import _dask
+
+            if _dask.is_dask_array(data):  # a lazy Dask array in, a lazy one out
+                return _dask.reduce(op, data, axes, keepdims, noop_with_empty_axes)
     try:
-        return _reduce(op, data, axes, keepdims, noop_with_empty_axes)
+        return _reduce(op, data, axes, keepdims, noop_with_empty_axes, key)
     except Undecided:  # rare: a kernel could not decide a result in float64, or it does not fit
         pass
     return _reduce_exactly(op, data, axes, keepdims)  # (outside the handler: its errors are the user's)
@@ -265,13 +287,17 @@ def _row_groups(shape: tuple, n_reduced_axes: int):
         yield (slice(None),) * axis + (slice(start, start + step),)
 
 
-def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
-    key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
-    repeat = _REPEATS.get(key) if key is not None else None
+def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarray:
+    """The call; ``key``: its _REPEATS key (_repeat_key), or None."""
+    repeat = _REPEATS.get(key)
     if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
         plan, out_shape, carrier, launch = repeat
         if launch is not None:  # the whole computation is one kernel launch (_compute.OneLaunch)
             result = launch(data, plan.n_kept)
+            if not plan.threads and len(_SERIAL_REPEATS) < _REPEATS_MAX:
+                run_repeat = launch.serial_repeat(plan.n_kept, out_shape)
+                if run_repeat is not None:
+                    _SERIAL_REPEATS[key] = run_repeat
             if result is not None:  # (None: a float64 mean that is not finite, for the driver below)
                 return result.reshape(out_shape)
         # ravel: a view, as a repeat is C-contiguous (same strides), and half the cost of reshape(-1)

@@ -605,6 +605,70 @@ def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
             assert np.array_equal(numred.reduce_log_sum_exp(x, axes).astype(np.int64), g)
 
 
+@pytest.mark.parametrize("axes", [None, 1, -1, [1], [0, 2], np.array([2])])
+@pytest.mark.parametrize("kind", ["float32-grid", "float64-grid", "bfloat16-grid", "int32-small", "int64"])
+@pytest.mark.parametrize("opname", OP_NAMES + ("reduce_prod",))
+def test_small_repeats_are_one_serial_call_and_match_the_oracle(opname, kind, axes):
+    # From its third call, a small call on a geometry seen before is a dictionary lookup and one
+    # compiled call (_frontend._SERIAL_REPEATS, made by _compute.OneLaunch.serial_repeat), under the
+    # key _repeat_key gives its arguments (built inline for None, an int or [int]). Every call must match
+    # the oracle with either keepdims, return a new array, and leave the input alone; a call whose
+    # result must raise raises every time.
+    from numred._frontend import _REPEATS, _SERIAL_REPEATS, _repeat_key
+    from numred._registry import OPS_BY_NAME
+
+    x = _make(kind, (6, 5, 4), seed=34)
+    before = x.copy()
+    listed = None if axes is None else [int(a) for a in np.atleast_1d(axes)]
+    func = getattr(numred, opname)
+    if opname == "reduce_prod":
+        kept = _norm_axes(listed, x.ndim)
+        exact = np.apply_along_axis(lambda row: math.prod(Fraction(v) for v in row.tolist()), -1,
+                                    np.moveaxis(x.astype(object), kept, range(x.ndim - len(kept), x.ndim))
+                                    .reshape(*[n for a, n in enumerate(x.shape) if a not in kept], -1))
+        expected = exact.reshape([1 if a in kept else n for a, n in enumerate(x.shape)])
+        if x.dtype.kind in "iu":  # wrapping, as the low bits of the exact product
+            bits = x.dtype.itemsize * 8
+            expected = np.vectorize(lambda v: (int(v) + 2**(bits - 1)) % 2**bits - 2**(bits - 1))(expected)
+            expected = upper = expected.astype(np.int64)
+            fails = False
+        else:
+            expected = expected.astype(np.float64)  # (one rounding per factor, in float64)
+            tol, fails = np.abs(expected) * math.prod(x.shape[a] for a in kept) * U, False
+    elif x.dtype.kind in "iu":
+        expected, upper = _int_expected(opname, x, listed)  # (equal, or the two results float64 allows)
+        fails = bool((upper > np.iinfo(x.dtype).max).any())
+    else:
+        expected, tol = _float_expected(opname, x, listed, exact_sums=True)
+        fails = False
+    for keepdims in (1, 0):
+        shape = expected.shape if keepdims else [n for a, n in enumerate(x.shape) if a not in _norm_axes(listed, x.ndim)]
+        want = expected.reshape(shape)
+        results = []
+        for call in range(3):
+            context = f"keepdims={keepdims} call {call}"
+            if fails:
+                with pytest.raises(ValueError):
+                    func(x, axes, keepdims=keepdims)
+                continue
+            got = func(x, axes, keepdims=keepdims)
+            assert got.dtype == x.dtype and got.shape == want.shape, context
+            if x.dtype.kind in "iu":
+                g = got.astype(np.int64)
+                assert ((g == want) | (g == upper.reshape(shape))).all(), context
+            else:
+                oracle.assert_float_close(got, want, x.dtype, ulps=1, context=context,
+                                          abs_tol=np.reshape(tol, shape) if np.ndim(tol) else tol)
+            assert not np.shares_memory(got, x) and not any(np.shares_memory(got, r) for r in results), context
+            results.append(got)
+        key = _repeat_key(OPS_BY_NAME[opname], x, axes, keepdims, 0)
+        if not fails and _REPEATS[key][3] is not None:
+            assert key in _SERIAL_REPEATS, "a serial launch is not kept as one call"
+    assert x.tobytes() == before.tobytes(), "the input was modified"
+    if kind == "float32-grid":  # every operator's float32 call here is one serial launch
+        assert _repeat_key(OPS_BY_NAME[opname], x, axes, 0, 0) in _SERIAL_REPEATS
+
+
 @pytest.mark.parametrize("shape", [(200, 300), (20, 30), (1, 600)])  # parallel, serial, one output
 def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
     # A repeated float64 mean is one launch (_compute.OneLaunch) that hands a result that is not
