@@ -559,10 +559,15 @@ class OneLaunch:
 
         def run_repeat(data):
             result = np.empty(out_shape, dtype=dtype)
-            src = data.ravel()  # (ravel: views, cheaper than a reshape of the results after)
-            returned = entry(src, src, *args, result.ravel()) if keyed else entry(src, *args, result.ravel())
-            if (finite and returned is not True) or (undecided and returned is False):
+            src, results = data.ravel(), result.ravel()  # (views, cheaper than a reshape of the results after)
+            returned = entry(src, src, *args, results) if keyed else entry(src, *args, results)
+            if undecided and returned is False:
                 return None
+            if finite:  # as in __call__
+                if returned is None:
+                    returned = math.isfinite(results[0]) if n_kept == 1 else finish.all_finite(results)
+                if not returned:
+                    return None
             return result
 
         return run_repeat
