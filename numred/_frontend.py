@@ -211,9 +211,10 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
     return op.name, data.shape, data.strides, data.dtype, axes, keepdims, noop
 
 
-# Repeats whose whole computation is one serial kernel call (_compute.OneLaunch.serial_repeat), under
-# the same keys: a small call is then a dictionary lookup and that call.
-_SERIAL_REPEATS: dict = {}
+# Repeats whose whole computation is one kernel launch, as one function each
+# (_compute.OneLaunch.repeat_call), under the same keys: a small call is then a dictionary lookup
+# and that function.
+_REPEAT_CALLS: dict = {}
 
 
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
@@ -227,9 +228,9 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
             key = op.name, data.shape, data.strides, data.dtype, (axes[0],), keepdims, noop_with_empty_axes
         else:
             key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
-        run_repeat = _SERIAL_REPEATS.get(key)  # (None is never a key)
-        if run_repeat is not None:
-            result = run_repeat(data)
+        repeat_call = _REPEAT_CALLS.get(key)  # (None is never a key)
+        if repeat_call is not None:
+            result = repeat_call(data)
             if result is not None:
                 return result
     else:
@@ -294,10 +295,8 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
         plan, out_shape, carrier, launch = repeat
         if launch is not None:  # the whole computation is one kernel launch (_compute.OneLaunch)
             result = launch(data, plan.n_kept)
-            if not plan.threads and len(_SERIAL_REPEATS) < _REPEATS_MAX:
-                run_repeat = launch.serial_repeat(plan.n_kept, out_shape)
-                if run_repeat is not None:
-                    _SERIAL_REPEATS[key] = run_repeat
+            if key in _REPEAT_CALLS or len(_REPEAT_CALLS) < _REPEATS_MAX:
+                _REPEAT_CALLS[key] = launch.repeat_call(plan.n_kept, out_shape, plan.threads)
             if result is not None:  # (None: a float64 mean that is not finite, for the driver below)
                 return result.reshape(out_shape)
         # ravel: a view, as a repeat is C-contiguous (same strides), and half the cost of reshape(-1)
