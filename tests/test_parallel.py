@@ -57,6 +57,15 @@ def _make(kind, shape, seed):
     raise AssertionError(kind)
 
 
+def _carrier_view(x):
+    """x as the kernels read it (_frontend.CARRIERS), bfloat16 registered first as numred's first
+    call of one would (a test run alone may have made no such call yet)."""
+    from numred._frontend import CARRIERS, add_bfloat16
+
+    add_bfloat16()
+    return x.view(CARRIERS[x.dtype])
+
+
 def _norm_axes(axes, ndim):
     return tuple(range(ndim)) if axes is None else tuple(a % ndim for a in axes)
 
@@ -533,12 +542,11 @@ def test_integer_narrow_tiles_are_exact(dtype, case):
 @pytest.mark.parametrize("case", SINGLE_TILES)
 @pytest.mark.parametrize("kind", ["float32-grid", "float64-grid", "float16-grid", "bfloat16-grid", "int32"])
 def test_single_tile_plans_match_the_oracle(kind, case):
-    from numred._frontend import CARRIERS
     from numred._plan import make_plan
 
     view, shape, axes = SINGLE_TILES[case]
     x = view(_make(kind, shape, seed=41))
-    plan = with_threads(2, make_plan, x.view(CARRIERS[x.dtype]), tuple(axes))[0]
+    plan = with_threads(2, make_plan, _carrier_view(x), tuple(axes))[0]
     assert plan.single_tile is not None and plan.parallel, plan
     for opname in ("reduce_mean", "reduce_sum_square"):
         func = getattr(numred, opname)
@@ -697,10 +705,9 @@ def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
 # ---- ReduceSum on every layout --------------------------------------------------------------
 
 def _plan_kind(x, axes):
-    from numred._frontend import CARRIERS
     from numred._plan import make_plan
 
-    plan = make_plan(x.view(CARRIERS[x.dtype]), tuple(range(x.ndim)) if axes is None else tuple(axes))[0]
+    plan = make_plan(_carrier_view(x), tuple(range(x.ndim)) if axes is None else tuple(axes))[0]
     if not plan.parallel:
         return "serial rows" if plan.single_run else "serial"
     for kind in ("single_run", "single_tile", "single_block"):
@@ -838,7 +845,6 @@ def test_with_one_thread_no_plan_is_chunked_and_sums_stay_exact():
     # 2048x16384 float32 took 0.61x the time without its 16 chunks). Every layout the precompile
     # step covers, on grid values whose float64 sums are exact in any order: the float32 sum is
     # that sum rounded once, and the max is exact, with one thread as with two.
-    from numred._frontend import CARRIERS
     from numred._plan import make_plan
     from numred.precompile import LAYOUTS
 
@@ -847,8 +853,8 @@ def test_with_one_thread_no_plan_is_chunked_and_sums_stay_exact():
         x = _make("float32-grid", shape, seed=len(shape))
         x = x[view[0]] if view else x
         reduced = tuple(range(x.ndim)) if axes is None else tuple(axes)
-        assert with_threads(1, make_plan, x.view(CARRIERS[x.dtype]), reduced)[0].nchunks == 1, (shape, axes)
-        chunked_with_two += with_threads(2, make_plan, x.view(CARRIERS[x.dtype]), reduced)[0].nchunks > 1
+        assert with_threads(1, make_plan, _carrier_view(x), reduced)[0].nchunks == 1, (shape, axes)
+        chunked_with_two += with_threads(2, make_plan, _carrier_view(x), reduced)[0].nchunks > 1
         exact = np.sum(x.astype(np.float64), axis=reduced, keepdims=True)
         assert with_threads(1, numred.reduce_sum, x, axes).tolist() == exact.astype(np.float32).tolist(), (shape, axes)
         assert with_threads(1, numred.reduce_max, x, axes).tolist() == np.max(x, axis=reduced, keepdims=True).tolist()
