@@ -559,7 +559,7 @@ class OneLaunch:
         def repeat(data):
             if threads and threads != get_num_threads():
                 return None
-            result = np.empty(out_shape, dtype=dtype)
+            result = np.empty(out_shape, dtype)
             src, results = data.ravel(), result.ravel()  # (views, cheaper than a reshape of the results after)
             returned = launch(src, src, *args, results) if keyed else launch(src, *args, results)
             if undecided and returned is False:
