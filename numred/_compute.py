@@ -26,17 +26,14 @@ term: mantissa and exponent partials) are finished in ``numred._derived``, on to
 """
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from .kernels import base, finish, integers, rows, serial, table, tiles
 from ._plan import Plan
-from ._runtime import get_num_threads, run
+from ._runtime import run
 
 # An operator's term: what one element contributes (kernels.base)
 SUM, SQUARES, EXP, ABS = base.SUM, base.SUM_SQUARES, base.SUM_EXP, base.SUM_ABS  # x, x * x, exp(x - max), |x|
@@ -501,104 +498,6 @@ INT_WIDENING = {
                   (np.uint64 if np.dtype(t).kind == "u" else np.int64)(np.iinfo(t).max))
     for t in (np.int32, np.int64, np.uint32, np.uint64)
 }
-
-
-class OneLaunch:
-    """A whole computation that is one kernel call writing finished results (kernel_call). The front
-    end keeps it with the plan for repeated calls, which then skip the driver. A float64 mean's
-    launch (or a sum's) returns None when a result is not finite: the front end then runs the driver
-    (compute), which retries an overflowing sum rescaled. In parallel
-    calls, after a kernel has streamed its data, each Python step of them runs on cold caches, and
-    together they were a tenth of a 1000x1000 float32 mean (about 10 us of 70); small serial calls
-    are mostly such steps.
-
-    The first call of each variant (serial, parallel) goes through Numba's dispatcher, which checks
-    the argument types, on the carrier views the kernels are compiled for (read-only input, float16
-    and bfloat16 as 16-bit integers). Later calls go straight to the compiled entry point it chose,
-    with the input's own 1-D view and a result in the input's dtype: no dispatch by type, no views,
-    no read-only flag. That is safe because every later call has the same argument types by
-    construction (same dtype, 1-D and C-contiguous, the same argument objects), and the entry point
-    reads an array's data, shape and strides without looking at its dtype or flags, so the 16-bit
-    floats arrive as the integers they are compiled for. Small calls (3x2x2, 64x64) took 0.79-0.80x
-    the time for float32, 0.66-0.68x for float16 and bfloat16, 0.72-0.82x for int32 and int64."""
-
-    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "undecided", "finite", "calls")
-
-    def __init__(self, call: KernelCall, dtype: np.dtype):
-        self.kernels, self.parallel, self.args, self.carrier = call.kernels, call.parallel, call.args, call.carrier
-        self.keys, self.undecided, self.finite = call.keys, call.undecided, call.finite  # (KernelCall)
-        self.dtype = dtype  # of the input and the results; later calls pass the input's view as src (and keys)
-        # what run() calls: the first call of a variant, then its entry point
-        self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
-
-    def _first_call(self, variant, src, *args):
-        kernel = self.kernels[variant]
-        src = src.view(self.carrier)
-        src.setflags(write=False)
-        if self.keys is not None:
-            args = (src.view(self.keys), *args[1:])
-        typed = (src, *args[:-1], args[-1].view(self.carrier))
-        returned = kernel(*typed)
-        try:  # Numba internals: without them every call keeps going through the dispatcher
-            entry = kernel.overloads[tuple(numba.typeof(a) for a in typed)].entry_point
-        except (AttributeError, KeyError):
-            return returned
-        self.calls[variant] = entry
-        return returned
-
-    def repeat_call(self, n_kept: int, out_shape: tuple, threads: int):
-        """The whole repeated call as one function of ``data`` (of the geometry this launch was made
-        for): the results in ``out_shape``, or None where __call__ would not return them (a float64
-        sum that is not finite, an undecided integer log-sum-exp) or where the plan was cut for
-        ``threads`` threads and Numba now has another count; the caller then takes the general path.
-        It leaves out every step a repeat has no use for. Small float32 calls (3x2x2, 64x64) took
-        0.69-0.81x the time, 2.1-2.6 us before; parallel calls on 1000x1000 about 3 us less."""
-        launch = self.calls[0] if not self.parallel else functools.partial(run, self.calls, True)
-        args, dtype, keyed, finite, undecided = self.args, self.dtype, self.keys is not None, self.finite, self.undecided
-
-        def repeat(data):
-            if threads and threads != get_num_threads():
-                return None
-            result = np.empty(out_shape, dtype)
-            src, results = data.ravel(), result.ravel()  # (views, cheaper than a reshape of the results after)
-            returned = launch(src, src, *args, results) if keyed else launch(src, *args, results)
-            if undecided and returned is False:
-                return None
-            if finite:  # as in __call__
-                if returned is None:
-                    returned = math.isfinite(results[0]) if n_kept == 1 else finish.all_finite(results)
-                if not returned:
-                    return None
-            return result
-
-        return repeat
-
-    def __call__(self, data, n_kept):
-        """The results (1-D, in data's dtype) for ``data``: C-contiguous, of this launch's geometry;
-        None for a float64 mean with a result that is not finite."""
-        result = np.empty(n_kept, dtype=self.dtype)
-        src = data.ravel()
-        if self.keys is None:
-            returned = run(self.calls, self.parallel, src, *self.args, result)
-        else:
-            returned = run(self.calls, self.parallel, src, src, *self.args, result)
-        if returned is False and self.undecided:
-            raise Undecided
-        if self.finite:  # the serial float sums return whether they are; other kernels return None
-            if returned is None:
-                returned = math.isfinite(result[0]) if n_kept == 1 else finish.all_finite(result)
-            if not returned:
-                return None
-        return result
-
-
-def one_launch(reduction: Reduction, plan: Plan, dtype: np.dtype) -> OneLaunch | None:
-    """The OneLaunch of ``reduction`` on ``plan`` for repeated calls, or None where the computation is
-    not one kernel call (kernel_call). A float64 mean's results must be finite: an overflowing sum of
-    finite values is retried rescaled (compute). Repeated float64 3x2x2 and 64x64 means took 0.83
-    and 0.52x the time as one launch."""
-    call = kernel_call(reduction, plan, dtype)
-    return None if call is None else OneLaunch(call, dtype)
 
 
 class Undecided(Exception):

@@ -14,7 +14,8 @@ from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from . import _compute
-from ._compute import Undecided, compute, int_log_sum_exp_overflow, one_launch
+from ._compute import Undecided, compute, int_log_sum_exp_overflow
+from ._launch import one_launch
 from ._plan import make_plan
 from ._runtime import get_num_threads
 from ._registry import Op
@@ -184,7 +185,7 @@ def _output_geometry(shape, axes, keepdims):
 # (they would pass again) and the plan lookup. Parallel calls gain too: after a kernel has streamed
 # its data through the caches this Python work runs cold, and skipping it took 1000x1000 float32
 # means 5-12% faster (axis 0, about 90 us). A plan cut for a thread count (Plan.threads) is reused
-# only under that count. A computation that is one kernel launch is kept with it (_compute.OneLaunch).
+# only under that count. A computation that is one kernel launch is kept with it (_launch.OneLaunch).
 _REPEATS: dict = {}
 _REPEATS_MAX = 4096
 
@@ -212,7 +213,7 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
 
 
 # Repeats whose whole computation is one kernel launch, as one function each
-# (_compute.OneLaunch.repeat_call), under the same keys: a small call is then a dictionary lookup
+# (_launch.OneLaunch.repeat_call), under the same keys: a small call is then a dictionary lookup
 # and that function.
 _REPEAT_CALLS: dict = {}
 
@@ -293,7 +294,7 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
     repeat = _REPEATS.get(key)
     if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
         plan, out_shape, carrier, launch = repeat
-        if launch is not None:  # the whole computation is one kernel launch (_compute.OneLaunch)
+        if launch is not None:  # the whole computation is one kernel launch (_launch.OneLaunch)
             result = launch(data, plan.n_kept)
             if key in _REPEAT_CALLS or len(_REPEAT_CALLS) < _REPEATS_MAX:
                 _REPEAT_CALLS[key] = launch.repeat_call(plan.n_kept, out_shape, plan.threads)

@@ -390,7 +390,7 @@ def test_float_results_deterministic_and_within_one_ulp_across_thread_counts(opn
 @pytest.mark.parametrize("opname", OP_NAMES)
 def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes, shape):
     # A repeat of a float mean or sum of squares that is one kernel call runs it directly
-    # (_compute.OneLaunch, kept in _frontend._REPEATS): first and later calls must both be right. So
+    # (_launch.OneLaunch, kept in _frontend._REPEATS): first and later calls must both be right. So
     # does a serial, single-run or single-block log-sum-exp, whose kernel reads the input twice, as
     # floats and as integer keys.
     from numred._frontend import _REPEATS, _repeat_key
@@ -618,7 +618,7 @@ def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
 @pytest.mark.parametrize("opname", OP_NAMES + ("reduce_prod",))
 def test_small_repeats_are_one_call_and_match_the_oracle(opname, kind, axes):
     # From its third call, a small call on a geometry seen before is a dictionary lookup and one
-    # compiled call (_frontend._REPEAT_CALLS, made by _compute.OneLaunch.repeat_call), under the
+    # compiled call (_frontend._REPEAT_CALLS, made by _launch.OneLaunch.repeat_call), under the
     # key _repeat_key gives its arguments (built inline for None, an int or [int]). Every call must match
     # the oracle with either keepdims, return a new array, and leave the input alone; a call whose
     # result must raise raises every time.
@@ -679,7 +679,7 @@ def test_small_repeats_are_one_call_and_match_the_oracle(opname, kind, axes):
 
 @pytest.mark.parametrize("shape", [(200, 300), (20, 30), (1, 600)])  # parallel, serial, one output
 def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
-    # A repeated float64 mean is one launch (_compute.OneLaunch) that hands a result that is not
+    # A repeated float64 mean is one launch (_launch.OneLaunch) that hands a result that is not
     # finite back to the driver: its overflow retry must run on repeats too, and NaN and inf still
     # come out. The sum of these values overflows; the mean of each row is 1.5e308.
     from numred._frontend import _REPEATS, _repeat_key

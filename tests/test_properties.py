@@ -177,7 +177,7 @@ def check_against_oracle(opname, x, axes=None, keepdims=1, noop=0, owner=None, c
     """Call numred and compare with the oracle, output type/dtype/shape, memory and input checks; the
     oracle's Expected, or None when the call had to raise.
     With ``calls`` > 1 the same call is repeated, each result checked: repeated calls on a
-    C-contiguous input take the front end's shortcut (_frontend._REPEATS, _compute.OneLaunch)."""
+    C-contiguous input take the front end's shortcut (_frontend._REPEATS, _launch.OneLaunch)."""
     func = FUNCS[opname]
     owner = x if owner is None else owner
     owner_before = _bits(owner)
