@@ -63,10 +63,13 @@ class OneLaunch:
         for): the results in ``out_shape``, or None where __call__ would not return them (a float64
         sum that is not finite, an undecided integer log-sum-exp) or where the plan was cut for
         ``threads`` threads and Numba now has another count; the caller then takes the general path.
-        It leaves out every step a repeat has no use for. Small float32 calls (3x2x2, 64x64) took
-        0.69-0.81x the time, 2.1-2.6 us before; parallel calls on 1000x1000 about 3 us less."""
+        It leaves out every step a repeat has no use for: a serial launch calls what its first call
+        resolved (the compiled entry point), a parallel one goes through run() for its lock and its
+        rule after a fork. Small float32 calls (3x2x2, 64x64) took 0.69-0.81x the time, 2.1-2.6 us
+        before; 1000x1000 over axis 1 (parallel) 0.97-0.99x."""
         launch = self.calls[0] if not self.parallel else functools.partial(run, self.calls, True)
-        args, dtype, keyed, finite, undecided = self.args, self.dtype, self.keys is not None, self.finite, self.undecided
+        args, dtype, finite, undecided = self.args, self.dtype, self.finite, self.undecided
+        keyed = self.keys is not None
 
         def repeat(data):
             if threads and threads != get_num_threads():

@@ -618,10 +618,10 @@ def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
 @pytest.mark.parametrize("opname", OP_NAMES + ("reduce_prod",))
 def test_small_repeats_are_one_call_and_match_the_oracle(opname, kind, axes):
     # From its third call, a small call on a geometry seen before is a dictionary lookup and one
-    # compiled call (_frontend._REPEAT_CALLS, made by _launch.OneLaunch.repeat_call), under the
-    # key _repeat_key gives its arguments (built inline for None, an int or [int]). Every call must match
-    # the oracle with either keepdims, return a new array, and leave the input alone; a call whose
-    # result must raise raises every time.
+    # compiled call (_frontend._REPEAT_CALLS, made by _launch.OneLaunch.repeat_call), under the key
+    # _repeat_key gives its arguments (built inline for None, an int or [int]). Every call must
+    # match the oracle with either keepdims, return a new array, and leave the input alone; a call
+    # whose result must raise raises every time.
     from numred._frontend import _REPEATS, _REPEAT_CALLS, _repeat_key
     from numred._registry import OPS_BY_NAME
 
@@ -650,7 +650,8 @@ def test_small_repeats_are_one_call_and_match_the_oracle(opname, kind, axes):
         expected, tol = _float_expected(opname, x, listed, exact_sums=True)
         fails = False
     for keepdims in (1, 0):
-        shape = expected.shape if keepdims else [n for a, n in enumerate(x.shape) if a not in _norm_axes(listed, x.ndim)]
+        reduced = _norm_axes(listed, x.ndim)
+        shape = expected.shape if keepdims else [n for a, n in enumerate(x.shape) if a not in reduced]
         want = expected.reshape(shape)
         results = []
         for call in range(3):
