@@ -295,11 +295,12 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
     if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
         plan, out_shape, carrier, launch = repeat
         if launch is not None:  # the whole computation is one kernel launch (_launch.OneLaunch)
-            result = launch(data, plan.n_kept)
+            repeat_call = launch.repeat_call(plan.n_kept, out_shape, plan.threads)
             if key in _REPEAT_CALLS or len(_REPEAT_CALLS) < _REPEATS_MAX:
-                _REPEAT_CALLS[key] = launch.repeat_call(plan.n_kept, out_shape, plan.threads)
-            if result is not None:  # (None: a float64 mean that is not finite, for the driver below)
-                return result.reshape(out_shape)
+                _REPEAT_CALLS[key] = repeat_call
+            result = repeat_call(data)
+            if result is not None:  # (None: a float64 sum not finite, an undecided integer log-sum-exp)
+                return result
         # ravel: a view, as a repeat is C-contiguous (same strides), and half the cost of reshape(-1)
         src = data.ravel() if carrier is None else data.ravel().view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data

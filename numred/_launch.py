@@ -9,7 +9,7 @@ import math
 import numba
 import numpy as np
 
-from ._compute import KernelCall, Reduction, Undecided, kernel_call
+from ._compute import KernelCall, Reduction, kernel_call
 from ._plan import Plan
 from ._runtime import get_num_threads, run
 from .kernels import finish
@@ -17,9 +17,10 @@ from .kernels import finish
 
 class OneLaunch:
     """A whole computation that is one kernel call writing finished results (kernel_call). The front
-    end keeps it with the plan for repeated calls, which then skip the driver. A float64 mean's
-    launch (or a sum's) returns None when a result is not finite: the front end then runs the driver
-    (compute), which retries an overflowing sum rescaled. In parallel
+    end keeps it with the plan for repeated calls, which then skip the driver: its repeat_call is
+    the whole call. Where a float64 sum is not finite or an integer log-sum-exp is undecided, the
+    front end runs the driver (compute), which retries an overflowing sum rescaled or raises
+    Undecided. In parallel
     calls, after a kernel has streamed its data, each Python step of them runs on cold caches, and
     together they were a tenth of a 1000x1000 float32 mean (about 10 us of 70); small serial calls
     are mostly such steps.
@@ -60,14 +61,15 @@ class OneLaunch:
 
     def repeat_call(self, n_kept: int, out_shape: tuple, threads: int):
         """The whole repeated call as one function of ``data`` (of the geometry this launch was made
-        for): the results in ``out_shape``, or None where __call__ would not return them (a float64
-        sum that is not finite, an undecided integer log-sum-exp) or where the plan was cut for
+        for): the results in ``out_shape``, or None where the driver must decide them (a float64 sum
+        that is not finite, an undecided integer log-sum-exp) or where the plan was cut for
         ``threads`` threads and Numba now has another count; the caller then takes the general path.
-        It leaves out every step a repeat has no use for: a serial launch calls what its first call
-        resolved (the compiled entry point), a parallel one goes through run() for its lock and its
-        rule after a fork. Small float32 calls (3x2x2, 64x64) took 0.69-0.81x the time, 2.1-2.6 us
-        before; 1000x1000 over axis 1 (parallel) 0.97-0.99x."""
-        launch = self.calls[0] if not self.parallel else functools.partial(run, self.calls, True)
+        It leaves out every step a repeat has no use for: a serial launch calls its variant's entry
+        point (calls[0], once its first call has resolved it), a parallel one goes through run() for
+        its lock and its rule after a fork. Small float32 calls (3x2x2, 64x64) took 0.69-0.81x the
+        time, 2.1-2.6 us before; 1000x1000 over axis 1 (parallel) 0.97-0.99x."""
+        calls = self.calls
+        parallel_launch = functools.partial(run, calls, True) if self.parallel else None
         args, dtype, finite, undecided = self.args, self.dtype, self.finite, self.undecided
         keyed = self.keys is not None
 
@@ -76,10 +78,11 @@ class OneLaunch:
                 return None
             result = np.empty(out_shape, dtype)
             src, results = data.ravel(), result.ravel()  # (views, cheaper than a reshape of the results after)
+            launch = parallel_launch or calls[0]
             returned = launch(src, src, *args, results) if keyed else launch(src, *args, results)
             if undecided and returned is False:
                 return None
-            if finite:  # as in __call__
+            if finite:  # the serial float sums return whether they are; other kernels return None
                 if returned is None:
                     returned = math.isfinite(results[0]) if n_kept == 1 else finish.all_finite(results)
                 if not returned:
@@ -87,24 +90,6 @@ class OneLaunch:
             return result
 
         return repeat
-
-    def __call__(self, data, n_kept):
-        """The results (1-D, in data's dtype) for ``data``: C-contiguous, of this launch's geometry;
-        None for a float64 mean with a result that is not finite."""
-        result = np.empty(n_kept, dtype=self.dtype)
-        src = data.ravel()
-        if self.keys is None:
-            returned = run(self.calls, self.parallel, src, *self.args, result)
-        else:
-            returned = run(self.calls, self.parallel, src, src, *self.args, result)
-        if returned is False and self.undecided:
-            raise Undecided
-        if self.finite:  # the serial float sums return whether they are; other kernels return None
-            if returned is None:
-                returned = math.isfinite(result[0]) if n_kept == 1 else finish.all_finite(result)
-            if not returned:
-                return None
-        return result
 
 
 def one_launch(reduction: Reduction, plan: Plan, dtype: np.dtype) -> OneLaunch | None:
