@@ -298,3 +298,20 @@ def test_exact_sum_is_the_sum_of_the_fractions():
         assert oracle.exact_sum(subset) == sum((Fraction(v) for v in subset), Fraction(0))
         assert oracle.exact_sum(subset, squares=True) == sum((Fraction(v) ** 2 for v in subset), Fraction(0))
         assert oracle.exact_sum(subset, magnitudes=True) == sum((abs(Fraction(v)) for v in subset), Fraction(0))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+def test_integer_product_is_the_exact_products_low_bits(dtype):
+    # The oracle takes each step's product modulo 2**64; the wrapped result must be the exact
+    # product's, wrapped to the dtype (two's complement for signed dtypes), and NumPy's own wrapping
+    # product, for rows with the dtype's extremes, zeros and both signs.
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    bits = info.bits
+    for n in (0, 1, 2, 7, 50, 301):
+        row = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        row[: n // 3] = rng.choice(np.array([info.min, info.max, 1, 3], dtype=dtype), n // 3)
+        exact = math.prod(int(v) for v in row) % 2**bits
+        if info.min < 0 and exact >= 2 ** (bits - 1):
+            exact -= 2**bits
+        assert one("reduce_prod", row, dtype) == exact == int(np.prod(row, dtype=dtype)), n
