@@ -185,7 +185,10 @@ def _output_geometry(shape, axes, keepdims):
 # (they would pass again) and the plan lookup. Parallel calls gain too: after a kernel has streamed
 # its data through the caches this Python work runs cold, and skipping it took 1000x1000 float32
 # means 5-12% faster (axis 0, about 90 us). A plan cut for a thread count (Plan.threads) is reused
-# only under that count. A computation that is one kernel launch is kept with it (_launch.OneLaunch).
+# only under that count. A computation that is one kernel launch is kept with it (_launch.OneLaunch),
+# and so is the whole repeated call as one function (OneLaunch.repeat_call): a small repeat is then
+# the key, one lookup and that function. Entries: (plan, output shape, carrier or None, launch or
+# None, its function or None).
 _REPEATS: dict = {}
 _REPEATS_MAX = 4096
 
@@ -212,15 +215,10 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
     return op.name, data.shape, data.strides, data.dtype, axes, keepdims, noop
 
 
-# Repeats whose whole computation is one kernel launch, as one function each
-# (_launch.OneLaunch.repeat_call), under the same keys: a small call is then a dictionary lookup
-# and that function.
-_REPEAT_CALLS: dict = {}
-
-
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     if type(data) is np.ndarray:
-        # _repeat_key's key, built here for the commonest arguments (a tenth of a small call)
+        # _repeat_key's key, built here for the commonest arguments: the call to it was a sixth of a
+        # small call (tests check that both give the same key)
         if type(keepdims) is not int or type(noop_with_empty_axes) is not int:
             key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
         elif axes is None or type(axes) is int:
@@ -229,9 +227,9 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
             key = op.name, data.shape, data.strides, data.dtype, (axes[0],), keepdims, noop_with_empty_axes
         else:
             key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
-        repeat_call = _REPEAT_CALLS.get(key)  # (None is never a key)
-        if repeat_call is not None:
-            result = repeat_call(data)
+        repeat = _REPEATS.get(key)  # (None is never a key)
+        if repeat is not None and repeat[4] is not None:  # one kernel launch, as one function
+            result = repeat[4](data)
             if result is not None:
                 return result
     else:
@@ -293,14 +291,9 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
     """The call; ``key``: its _REPEATS key (_repeat_key), or None."""
     repeat = _REPEATS.get(key)
     if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
-        plan, out_shape, carrier, launch = repeat
-        if launch is not None:  # the whole computation is one kernel launch (_launch.OneLaunch)
-            repeat_call = launch.repeat_call(plan.n_kept, out_shape, plan.threads)
-            if key in _REPEAT_CALLS or len(_REPEAT_CALLS) < _REPEATS_MAX:
-                _REPEAT_CALLS[key] = repeat_call
-            result = repeat_call(data)
-            if result is not None:  # (None: a float64 sum not finite, an undecided integer log-sum-exp)
-                return result
+        # (a kept launch has run in reduce already and left its results to the driver: a float64
+        # sum that is not finite, an undecided integer log-sum-exp)
+        plan, out_shape, carrier = repeat[:3]
         # ravel: a view, as a repeat is C-contiguous (same strides), and half the cost of reshape(-1)
         src = data.ravel() if carrier is None else data.ravel().view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
@@ -334,5 +327,6 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
     if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
         launch = one_launch(op.reduction, plan, x.dtype)
-        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier, launch
+        repeat_call = None if launch is None else launch.repeat_call(plan.n_kept, out_shape, plan.threads)
+        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier, launch, repeat_call
     return compute(op.reduction, plan, src, x.dtype).reshape(out_shape)

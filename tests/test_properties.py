@@ -177,8 +177,8 @@ def check_against_oracle(opname, x, axes=None, keepdims=1, noop=0, owner=None, c
     """Call numred and compare with the oracle, output type/dtype/shape, memory and input checks; the
     oracle's Expected, or None when the call had to raise.
     With ``calls`` > 1 the same call is repeated, each result checked: repeated calls on a
-    C-contiguous input take the front end's shortcuts (_frontend._REPEATS from the second call,
-    _frontend._REPEAT_CALLS from the third)."""
+    C-contiguous input take the front end's shortcut (_frontend._REPEATS): from the second call on,
+    a kept plan or, where the computation is one kernel launch, one function."""
     func = FUNCS[opname]
     owner = x if owner is None else owner
     owner_before = _bits(owner)
