@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -124,8 +125,8 @@ def truncated_log_sum_exp(top: np.ndarray, whole: np.ndarray, count: int) -> np.
 
 # ---- ReduceLogSum and ReduceL2: logs and square roots of exact integer sums ----------------------
 
-# float64's log of an integer below 2**128 is within 1e-15 of the true log: farther than this from
-# every integer, its floor is the true floor
+# float64's log of an integer below 2**128, or of an approximation of it within a relative 2**-50,
+# is within 1e-15 of the true log: farther than this from every integer, its floor is the true floor
 _LOG_SLACK = 1e-9
 
 
@@ -149,16 +150,22 @@ def _floor_ln(s: int) -> int:
             raise RuntimeError("numred: an integer log could not be decided")
 
 
-def trunc_ln(values) -> np.ndarray:
-    """trunc(ln s) (= floor, as ln s >= 0) of each positive Python int of ``values``, as int64:
-    float64 where its log is far from every integer, exactly (_floor_ln) next to one."""
-    values = list(values)
-    logs = np.log(np.array([float(s) for s in values], dtype=np.float64))
+def floor_ln(approximations: np.ndarray, exact: Callable[[int], int]) -> np.ndarray:
+    """floor(ln s) of positive integers s, as int64, from float64 ``approximations`` of them (within
+    a relative 2**-50) and ``exact(i)``, the i-th s as a Python int: float64 where the log is far from
+    every integer, exactly (_floor_ln) next to one."""
+    logs = np.log(approximations)
     whole = np.floor(logs).astype(np.int64)
     nearest = np.rint(logs)
     for i in np.flatnonzero((nearest >= 1) & (np.abs(logs - nearest) < _LOG_SLACK)):
-        whole[i] = _floor_ln(values[i])
+        whole[i] = _floor_ln(exact(int(i)))
     return whole
+
+
+def trunc_ln(values) -> np.ndarray:
+    """trunc(ln s) (= floor, as ln s >= 0) of each positive Python int of ``values``, as int64."""
+    values = list(values)
+    return floor_ln(np.array([float(s) for s in values], dtype=np.float64), values.__getitem__)
 
 
 def log_sum_not_positive(dtype: np.dtype) -> ValueError:

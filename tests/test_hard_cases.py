@@ -935,6 +935,32 @@ def test_int_log_sum_exp_next_to_an_integer_is_decided_exactly(dtype, k, terms, 
     assert_matches(numred.reduce_log_sum_exp(x, axes=axes, keepdims=0), expected("reduce_log_sum_exp", x, axes, 0))
 
 
+@pytest.mark.parametrize("dtype,k,n", [(np.int32, 21, 2), (np.uint32, 22, 2), (np.int64, 43, 3), (np.int64, 45, 8),
+                                       (np.uint64, 44, 1), (np.uint64, 46, 8)])
+@pytest.mark.parametrize("layout", ["rows", "columns", "all"])
+def test_int_log_sum_next_to_an_integer_is_decided_exactly(dtype, k, n, layout):
+    # floor(e**k) and floor(e**k) + 1 as exact sums S of n elements: ln S is k minus about 1e-20
+    # and k plus about as much, closer than float64's log can tell (it gives k for both beyond
+    # 2**53), so trunc(ln S) must be decided exactly: k - 1, then k. Sums beyond 2**63 (int64, n = 8)
+    # and 2**64 (uint64) are the exact mean and residue's only; many outputs are decided at once.
+    with mpmath.workprec(200):
+        below = int(mpmath.floor(mpmath.exp(k)))
+
+    def row(total):  # n elements of sum ``total``, the last one the remainder
+        return [total // n] * (n - 1) + [total - (n - 1) * (total // n)]
+
+    rows = np.array([row(below + i % 2) for i in range(400)], dtype)
+    rows[2::4, 0] -= 5  # other outputs, far from an integer log... (S - 5 is still next to e**k)
+    rows[3::4, -1] //= 3  # ... and these far from it
+    x, axes = {"rows": (rows, [1]), "columns": (rows.T.copy(), [0]), "all": (rows[0], None)}[layout]
+    got = numred.reduce_log_sum(x, axes=axes, keepdims=0)
+    assert got.dtype == dtype
+    sums = [sum(int(v) for v in r) for r in (x.T if layout == "columns" else x.reshape(-1, n))]
+    with mpmath.workprec(200):
+        assert got.ravel().tolist() == [int(mpmath.floor(mpmath.log(s))) for s in sums]
+    assert got.ravel()[0] == k - 1 and (layout == "all" or got.ravel()[1] == k)
+
+
 def _spy(monkeypatch, module, name):
     """Wrap ``module.name`` to count its calls: the list its calls are appended to."""
     calls, original = [], getattr(module, name)
@@ -974,7 +1000,7 @@ def test_exact_paths_read_long_rows_in_pieces(dtype, axes, monkeypatch):
     def undecided(*args):
         raise Undecided
 
-    monkeypatch.setattr(_derived, "int_totals", undecided)
+    monkeypatch.setattr(_derived, "_means_and_residues", undecided)
     x[:, 0] = 2**62 if dtype == np.int64 else np.iinfo(dtype).max // 2  # every sum positive
     x[:, 1:] //= 2**6
     sums = _spy(monkeypatch, _exact, "row_sums")
