@@ -106,3 +106,9 @@ def make_input(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         stop = min(flat.size, start + chunk)
         flat[start:stop] = rng.standard_normal(stop - start, dtype=np.float32).astype(dtype)
     return out
+
+
+def op_input(x: np.ndarray, op) -> np.ndarray:
+    """The input ``op`` (a registry Op) is timed on: the case's ``x``, or a copy of |x| for an op
+    that needs positive sums (Op.positive_input)."""
+    return np.abs(x) if op.positive_input else x

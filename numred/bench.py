@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 # make_input too: the asv suite (asv_bench/) takes the cases, their inputs and the peers from here
-from numred._bench_cases import CASES, Case, LARGE_ELEMENTS, MORE_CASES, dtype_from_name, make_input  # noqa: F401
+from numred._bench_cases import (CASES, Case, LARGE_ELEMENTS, MORE_CASES, dtype_from_name, make_input,  # noqa: F401
+                                 op_input)
 from numred._bench_output import (Table, _short, check_matplotlib, format_duration, format_ratio, format_time,
                                   geometric_mean, largest_difference, make_progress, peer_differs,
                                   plot_speedups, write_json)
@@ -177,8 +178,8 @@ def run_dtype_rates(args: argparse.Namespace, out, versions: list[str], threads:
                 for op in ops:
                     fn = getattr(numred, op.name)
                     progress.set_postfix_str(f"{op.onnx_name} {case.shape_label()} axes {case.axes_label()}")
-                    seconds = interleaved_times({name: (lambda x=x: fn(x, axes=axes)) for name, x in inputs.items()},
-                                                rounds)
+                    seconds = interleaved_times({name: (lambda x=op_input(x, op): fn(x, axes=axes))
+                                                 for name, x in inputs.items()}, rounds)
                     progress.update()
                     rates = {name: case.size / t / 1e9 for name, t in seconds.items()}
                     cells = [op.onnx_name, case.shape_label(), case.axes_label(), f"{rates['float32']:.3g}"]
@@ -343,10 +344,11 @@ def _measure(run: PeerRun) -> None:
 
 
 def _measure_op(run: PeerRun, case: Case, op: Op, x: np.ndarray, progress) -> list[str]:
-    """Time one op on one case's input ``x`` with the peers, compare their results with numred's
-    exact one, record it all; the table row's cells."""
+    """Time one op on one case's input ``x`` (op_input: |x| for some) with the peers, compare their
+    results with numred's exact one, record it all; the table row's cells."""
     import numred
 
+    x = op_input(x, op)
     dtype = run.dtype
     axes = case.explicit_axes()
     numred_axes = None if case.axes is None else list(case.axes)

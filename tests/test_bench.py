@@ -417,6 +417,29 @@ def test_wrapping_integer_sums_of_squares_are_checked_against_the_wrapped_result
     assert sorted((d["peer"], d["op"]) for d in report["differing_results"]) == [("numpy", "ReduceSumSquare")] * 2
 
 
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32"])
+def test_log_sums_are_timed_on_positive_data(dtype, monkeypatch, tmp_path):
+    # The cases' signed data make about half the sums negative, whose integer ReduceLogSum raises
+    # (no integer -inf or NaN): each case was an ERROR row. The op is timed on |x| instead (its
+    # registry entry's positive_input), with every result checked, as all ops' are.
+    make_input = _bench_cases.make_input
+
+    def negative_sums(shape, dtype):
+        return -np.abs(make_input(shape, dtype))  # (signed data)
+
+    monkeypatch.setattr(bench, "CASES", TINY_CASES)
+    monkeypatch.setattr(bench, "QUICK_POLICY", bench.TimingPolicy(target=0.0, min_calls=1, max_total=0.0))
+    monkeypatch.setattr(_bench_cases, "make_input", negative_sums)
+    json_path = tmp_path / "run.json"
+    argv = ["--quick", "--dtype", dtype, "--op", "reduce_log_sum", "--no-progress", "--json", str(json_path)]
+    out = io.StringIO()
+    assert bench.run(parse(argv), out=out) == 0
+    assert "ERROR" not in out.getvalue()
+    report = json.loads(json_path.read_text())
+    assert [r["op"] for r in report["results"]] == ["ReduceLogSum"] * len(TINY_CASES)
+    assert all(r["numred"] > 0 and r["peer_differences"]["numpy"] < 1 for r in report["results"])
+
+
 def test_the_bandwidth_reference_is_timed_in_turns_with_each_memory_bound_op(tmp_path, monkeypatch):
     # A full run (not --quick) times a plain parallel sum over the largest case's buffer on its own
     # (the reference row) and again in turns with numred and the peers in each memory-bound op's

@@ -23,7 +23,7 @@ import numpy as np
 
 import numred
 from numred._registry import OPS, OPS_BY_NAME
-from numred.bench import CASES, DTYPE_NAMES, PEERS, Case, dtype_from_name, make_input
+from numred.bench import CASES, DTYPE_NAMES, PEERS, Case, dtype_from_name, make_input, op_input
 
 # ------------------------------------------------------------------------------ the grid
 
@@ -112,7 +112,7 @@ class Reduce:
 
     def setup(self, op, dtype, case):
         c = CASES_BY_LABEL[case]
-        self.x = make_input(c.shape, dtype_from_name(dtype))
+        self.x = op_input(make_input(c.shape, dtype_from_name(dtype)), OPS_BY_NAME[op])
         self.fn = numred_call(op, self.x, c)
         self.fn()  # Numba compiles here, outside the timed region
 
@@ -148,7 +148,7 @@ class PeerReduce:
     def setup(self, peer, op, dtype, case):
         c = CASES_BY_LABEL[case]
         load_peer(peer)  # skip before building an input when the peer is not importable
-        self.x = make_input(c.shape, dtype_from_name(dtype))
+        self.x = op_input(make_input(c.shape, dtype_from_name(dtype)), OPS_BY_NAME[op])
         self.fn = peer_call(peer, op, self.x, c)
 
     def teardown(self, peer, op, dtype, case):
@@ -184,7 +184,7 @@ class PeakMem:
         c = PEAKMEM_CASES[case]
         if impl != "numred":
             load_peer(impl)
-        self.x = make_input(c.shape, dtype_from_name(dtype))
+        self.x = op_input(make_input(c.shape, dtype_from_name(dtype)), OPS_BY_NAME[op])
         if impl == "numred":
             self.fn = numred_call(op, self.x, c)
             self.fn()  # compile (and run once) in setup, as the timing benchmarks do
