@@ -270,10 +270,11 @@ def test_64bit_l2_bound_sees_one_large_element_anywhere_in_memory(dtype):
         flat[p] = 0
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
-    # Contiguous rows of narrow floats are multiplied as mantissas in [1, 2) and exponents apart, in
-    # blocks of kernels.products.SPLIT_BLOCK elements: every mantissa bit counts (factors of full
+    # Contiguous rows are multiplied as mantissas in [1, 2) and exponents apart, in blocks of
+    # kernels.products.SPLIT_BLOCK elements (float64: a row with a zero, a subnormal, an infinity or
+    # a NaN factor by factor instead): every mantissa bit counts (factors of full
     # mantissas, unlike the powers of two below), rows of one, two and three blocks and a remainder,
     # both signs, exponents that drift far from 0 (beyond float16's range) and back, and subnormal
     # factors. Against the exact product, rounded once (oracle.float_prod_cell). A zero, an infinity

@@ -135,15 +135,21 @@ def _split_block(block):
 
 @njit(fastmath={"reassoc"})
 def _split_block_float64(block):
-    """_split_block for a block with subnormal elements: each element split as a float64 value
-    (float32's subnormals are normal there), in 64-bit lanes; the exponents float64's biased ones."""
+    """_split_block for float64 data, and for narrow-float blocks with subnormal elements: each element
+    split as a float64 value (float32's subnormals are normal there), in 64-bit lanes; the exponents,
+    smallest and largest are float64's biased ones (0: a zero or a subnormal; 0x7FF: an infinity or
+    NaN)."""
     product = 1.0
-    exponents = 0
+    exponents = largest = 0
+    smallest = 0x7FF
     for i in range(block.size):
         bits = _float64_to_bits(as_float64(block[i]))
+        biased = (bits >> 52) & 0x7FF
         product *= _bits_to_float64((bits & _MANTISSA_AND_SIGN) | _ONE_EXPONENT)
-        exponents += (bits >> 52) & 0x7FF
-    return product, exponents
+        exponents += biased
+        smallest = min(smallest, biased)
+        largest = max(largest, biased)
+    return product, exponents, smallest, largest
 
 
 @njit(fastmath=False)
@@ -190,7 +196,7 @@ def _split_run_product(run, m, e):
         return split_m, split_e
     for start in range(0, n, SPLIT_BLOCK):  # subnormals, and no zero, infinity or NaN
         stop = min(n, start + SPLIT_BLOCK)
-        product, exponents = _split_block_float64(_view(run, start, stop))
+        product, exponents, _, _ = _split_block_float64(_view(run, start, stop))
         m, e = _renormalised(m * product, e + exponents - 1023 * (stop - start))
     return m, e
 
@@ -198,7 +204,21 @@ def _split_run_product(run, m, e):
 @njit(fastmath=False)
 def _float64_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of float64 elements, each factor split too
-    (_times_float64)."""
+    (_times_float64). A contiguous run of SPLIT_MIN elements or more is split in blocks instead, as
+    narrow floats are (_split_block_float64: a vectorised loop, where _times_float64 waits on each
+    multiplication; 1000x1000 over axis 1 took 4.7 ms, 46x torch's time); one holding a zero, a
+    subnormal, an infinity or a NaN goes factor by factor after all."""
+    if step == 1 and n >= SPLIT_MIN:
+        run = _view(src, offset, offset + n)
+        split_m, split_e = m, e
+        for start in range(0, n, SPLIT_BLOCK):
+            stop = min(n, start + SPLIT_BLOCK)
+            product, exponents, smallest, largest = _split_block_float64(_view(run, start, stop))
+            if smallest == 0 or largest == 0x7FF:
+                break
+            split_m, split_e = _renormalised(split_m * product, split_e + exponents - 1023 * (stop - start))
+        else:
+            return split_m, split_e
     for i in range(n):
         m, e = _times_float64(m, e, src[offset + i * step])
     return m, e
