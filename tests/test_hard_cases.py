@@ -274,8 +274,9 @@ def test_64bit_l2_bound_sees_one_large_element_anywhere_in_memory(dtype):
 def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
     # Contiguous rows are multiplied as mantissas in [1, 2) and exponents apart, in blocks of
     # kernels.products.SPLIT_BLOCK elements (float64: a row with a zero, a subnormal, an infinity or
-    # a NaN factor by factor instead): every mantissa bit counts (factors of full
-    # mantissas, unlike the powers of two below), rows of one, two and three blocks and a remainder,
+    # a NaN factor by factor instead; a tile's columns split branch-free, _split_float64): every
+    # mantissa bit counts (factors of full mantissas, unlike the powers of two below), rows of one,
+    # two and three blocks and a remainder,
     # both signs, exponents that drift far from 0 (beyond float16's range) and back, and subnormal
     # factors. Against the exact product, rounded once (oracle.float_prod_cell). A zero, an infinity
     # or a NaN, in the first block or a later one, decides the product with the IEEE sign.
@@ -296,6 +297,8 @@ def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
         x[4, 1] = -0.0
         x[5, 0], x[5, -1] = 0.0, -np.inf  # 0 x inf
         assert_matches(numred.reduce_prod(x, [1]), expected("reduce_prod", x, [1]), f"n={n}")
+        columns = np.ascontiguousarray(np.concatenate([x, x[::-1], x[:4]]).T)  # the rows as a tile's 16 columns
+        assert_matches(numred.reduce_prod(columns, [0]), expected("reduce_prod", columns, [0]), f"n={n}, columns")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])

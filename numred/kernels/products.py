@@ -15,6 +15,9 @@ SPLIT_BLOCK elements, in a loop that vectorises (one running product renormalise
 factors waits on each multiplication). A run that holds a zero, an infinity or a NaN has its
 product decided by those (_special_factor); one with subnormals is split again, as float64 values.
 In a tile, whose lanes are independent, the split was slower than a few factors per renormalisation.
+float64 data is split the same way: contiguous runs in blocks (_split_block_float64; a run holding
+a zero, a subnormal, an infinity or a NaN factor by factor, _times_float64), a tile's columns
+branch-free (_split_float64), their lanes renormalised every SPLIT_BLOCK rows.
 
 Integers multiply their two's-complement bits in uint64 (wrapping), whose low bits are the product
 modulo 2**bits of the dtype.
@@ -80,6 +83,22 @@ def _times_float64(m, e, x):
         e -= 64
     mantissa, exponent = _renormalised(x, np.int64(0))  # (0, inf and NaN as they are)
     return _renormalised(m * mantissa, e + exponent)
+
+
+@njit(fastmath=False)
+def _split_float64(x):
+    """(mantissa, exponent) of a float64 factor x: its mantissa in [1, 2) with its sign and its
+    unbiased exponent (a subnormal x scaled to a normal one first); a zero, an infinity or a NaN as
+    itself, with exponent 0, so that a product of such mantissas, up to SPLIT_BLOCK of them, is the
+    IEEE product of the factors' specials or a finite value below 2**SPLIT_BLOCK. Without branches
+    (selects), so that a tile's loop over its columns vectorises."""
+    subnormal = (x != 0.0) & (abs(x) < _SMALLEST_NORMAL)
+    scaled = x * _SUBNORMAL_SCALE if subnormal else x
+    bits = _float64_to_bits(scaled)
+    biased = (bits >> 52) & 0x7FF
+    special = (biased == 0) | (biased == 0x7FF)
+    mantissa = _bits_to_float64((bits & _MANTISSA_AND_SIGN) | _ONE_EXPONENT)
+    return (scaled if special else mantissa), (0 if special else biased - (1087 if subnormal else 1023))
 
 
 @njit(fastmath=False)
@@ -356,8 +375,18 @@ def _products_for(floats, float64, tiles):
                             j += count * per_wide
                             continue
                         if floats and group == 1:
+                            factors = _view(src, row, row + width)
                             for w in range(width):
-                                ms[w], es[w] = _times_float64(ms[w], es[w], as_float64(src[row + w]))
+                                mantissa, exponent = _split_float64(factors[w])
+                                ms[w] *= mantissa
+                                es[w] += exponent
+                            rows += 1
+                            if rows == SPLIT_BLOCK:
+                                for w in range(width):
+                                    m, e = _renormalised(ms[w], es[w])
+                                    ms[w] = m
+                                    es[w] = e
+                                rows = 0
                         elif floats:  # (a view of the row, so that the loops vectorise)
                             factors = _view(src, row, row + width)
                             for w in range(width):
