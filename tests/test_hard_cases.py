@@ -301,6 +301,27 @@ def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
         assert_matches(numred.reduce_prod(columns, [0]), expected("reduce_prod", columns, [0]), f"n={n}, columns")
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_float64_products_of_narrow_tiles_renormalise_every_lane_of_their_wide_rows(threads):
+    # A float64 tile of 4 columns reads 512 back-to-back rows as one wide row, each element in a
+    # lane of its own, and renormalises all 2048 lanes every kernels.products.SPLIT_BLOCK wide rows.
+    # With one thread nothing is chunked: 600000 rows are 1171 wide rows in one task, so a lane
+    # gathers 1171 mantissas near 2 (2**1170 unrenormalised: inf) while the column's product stays
+    # near 0.999**300000. Against NumPy's float64 product, whose running product stays in range
+    # here: both within (n - 1) roundings of the exact one.
+    from threads import with_threads
+
+    x = np.empty((600000, 4))
+    x[0::2], x[1::2] = 1.999, 1.999 / 4
+    x[:, 1] *= -1
+    x[7, 3], x[400000, 3] = np.inf, 0.0  # 0 x inf: NaN
+    got = with_threads(threads, numred.reduce_prod, x, [0], keepdims=0)
+    with np.errstate(invalid="ignore"):
+        want = np.prod(x, axis=0)
+    assert np.isnan(got[3]) and np.isnan(want[3])
+    assert np.allclose(got[:3], want[:3], rtol=2 * x.shape[0] * 2.0**-53, atol=0) and np.all(np.isfinite(got[:3])), got
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 @pytest.mark.parametrize("n", [127, 128, 129, 1000, 4099])  # around kernels.products.SPLIT_MIN and SPLIT_BLOCK
 def test_products_of_long_runs_keep_range_signs_and_specials(dtype, n):

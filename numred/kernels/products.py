@@ -17,7 +17,8 @@ product decided by those (_special_factor); one with subnormals is split again, 
 In a tile, whose lanes are independent, the split was slower than a few factors per renormalisation.
 float64 data is split the same way: contiguous runs in blocks (_split_block_float64; a run holding
 a zero, a subnormal, an infinity or a NaN factor by factor, _times_float64), a tile's columns
-branch-free (_split_float64), their lanes renormalised every SPLIT_BLOCK rows.
+branch-free (_split_float64), their lanes renormalised every SPLIT_BLOCK rows; narrow tiles
+(FLOAT64_WIDE_ROWS_BELOW) read as wide rows.
 
 Integers multiply their two's-complement bits in uint64 (wrapping), whose low bits are the product
 modulo 2**bits of the dtype.
@@ -55,6 +56,10 @@ SPLIT_MIN = 128  # contiguous narrow-float runs from this length are split (_spl
 # renormalisation (_split_block): their product stays below 2**1000, and times a mantissa below 2
 # inside float64's range (rows of 1000 float32 elements in one block: 0.9x the time of two of 512)
 SPLIT_BLOCK = 1000
+# float64 tiles narrower than this read back-to-back rows as wide rows (general._rows_per_wide_row):
+# 4194304x4 over axis 0 took 0.26-0.35x the time, 256x1024x8 over axis 1 0.70-0.77x; tiles of 16 and
+# 64 columns took 1.2x and 2.1x (100000x16 over axis 0, 32x56x56x64 over [1, 2]), processes in turns
+FLOAT64_WIDE_ROWS_BELOW = 16
 _F32_MANTISSA_AND_SIGN = np.uint32(0x807FFFFF)
 _F32_ONE_EXPONENT = np.uint32(127 << 23)
 _F32_INFINITY = np.uint32(0x7F800000)
@@ -73,19 +78,6 @@ def _renormalised(m, e):
 
 
 @njit(fastmath=False)
-def _times_float64(m, e, x):
-    """(m, e) times the float64 factor x, renormalised: x is split into its own mantissa in [1, 2)
-    and exponent first (a subnormal x scaled to a normal one), so m * x is in [1, 4): a mantissa
-    in [1, 2) times the largest float64 would overflow, and one in [1/2, 1) times the smallest
-    normal one would be subnormal."""
-    if x != 0.0 and abs(x) < _SMALLEST_NORMAL:
-        x *= _SUBNORMAL_SCALE
-        e -= 64
-    mantissa, exponent = _renormalised(x, np.int64(0))  # (0, inf and NaN as they are)
-    return _renormalised(m * mantissa, e + exponent)
-
-
-@njit(fastmath=False)
 def _split_float64(x):
     """(mantissa, exponent) of a float64 factor x: its mantissa in [1, 2) with its sign and its
     unbiased exponent (a subnormal x scaled to a normal one first); a zero, an infinity or a NaN as
@@ -99,6 +91,16 @@ def _split_float64(x):
     special = (biased == 0) | (biased == 0x7FF)
     mantissa = _bits_to_float64((bits & _MANTISSA_AND_SIGN) | _ONE_EXPONENT)
     return (scaled if special else mantissa), (0 if special else biased - (1087 if subnormal else 1023))
+
+
+@njit(fastmath=False)
+def _times_float64(m, e, x):
+    """(m, e) times the float64 factor x, renormalised: x is split into its own mantissa in [1, 2)
+    and exponent first (_split_float64), so m * x is in [1, 4): a mantissa in [1, 2) times the
+    largest float64 would overflow, and one in [1/2, 1) times the smallest normal one would be
+    subnormal."""
+    mantissa, exponent = _split_float64(x)
+    return _renormalised(m * mantissa, e + exponent)
 
 
 @njit(fastmath=False)
@@ -224,9 +226,9 @@ def _split_run_product(run, m, e):
 def _float64_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of float64 elements, each factor split too
     (_times_float64). A contiguous run of SPLIT_MIN elements or more is split in blocks instead, as
-    narrow floats are (_split_block_float64: a vectorised loop, where _times_float64 waits on each
-    multiplication; 1000x1000 over axis 1 took 4.7 ms, 46x torch's time); one holding a zero, a
-    subnormal, an infinity or a NaN goes factor by factor after all."""
+    narrow floats are (_split_block_float64: a vectorised loop, where _times_float64 renormalises
+    and waits on each product; 1000x1000 over axis 1 took 2.7 ms that way, 110 us split); one
+    holding a zero, a subnormal, an infinity or a NaN goes factor by factor after all."""
     if step == 1 and n >= SPLIT_MIN:
         run = _view(src, offset, offset + n)
         split_m, split_e = m, e
@@ -328,7 +330,8 @@ def _products_for(floats, float64, tiles):
                 # narrow floats: back-to-back rows of a narrow tile read as wide rows of ``per_wide``
                 # rows (general._rows_per_wide_row), each column's factors in per_wide lanes,
                 # multiplied together at the end
-                per_wide = _rows_per_wide_row(width, step, end - pos) if floats and group > 1 else 1
+                per_wide = (_rows_per_wide_row(width, step, end - pos)
+                            if floats and (group > 1 or width < FLOAT64_WIDE_ROWS_BELOW) else 1)
                 wide = per_wide * width
                 ms = np.ones(wide)
                 es = np.zeros(wide, dtype=np.int64)
@@ -374,20 +377,25 @@ def _products_for(floats, float64, tiles):
                                 es[w] = e
                             j += count * per_wide
                             continue
-                        if floats and group == 1:
-                            factors = _view(src, row, row + width)
-                            for w in range(width):
+                        if floats and float64:
+                            # each factor split (_split_float64); per_wide back-to-back rows at once
+                            # where the run has them (one wide row), else one
+                            lanes = wide if j + per_wide <= n else width
+                            factors = _view(src, row, row + lanes)
+                            for w in range(lanes):
                                 mantissa, exponent = _split_float64(factors[w])
                                 ms[w] *= mantissa
                                 es[w] += exponent
                             rows += 1
+                            j += per_wide if lanes == wide else 1
                             if rows == SPLIT_BLOCK:
-                                for w in range(width):
+                                for w in range(wide):
                                     m, e = _renormalised(ms[w], es[w])
                                     ms[w] = m
                                     es[w] = e
                                 rows = 0
-                        elif floats:  # (a view of the row, so that the loops vectorise)
+                            continue
+                        if floats:  # (a view of the row, so that the loops vectorise)
                             factors = _view(src, row, row + width)
                             for w in range(width):
                                 ms[w] *= as_float64(factors[w])
