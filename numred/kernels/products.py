@@ -36,7 +36,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from .base import (_U64, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
-                   _offset_of, _task, _unpack, _view)
+                   _offset_of, _task, _unpack, _view, inlined)
 from .decode import as_bits, as_float32_bits, as_float64
 from .general import _rows_per_wide_row
 from .store import store_rounded
@@ -101,6 +101,18 @@ def _times_float64(m, e, x):
     subnormal."""
     mantissa, exponent = _split_float64(x)
     return _renormalised(m * mantissa, e + exponent)
+
+
+@njit(fastmath=False)
+def _renormalise_lanes(ms, es, lanes):
+    """The first ``lanes`` (mantissa, exponent) pairs of a tile renormalised in place."""
+    for w in range(lanes):
+        m, e = _renormalised(ms[w], es[w])
+        ms[w] = m
+        es[w] = e
+
+
+_renormalise_lanes_inlined = inlined(_renormalise_lanes)  # (in the kernels' IR: the loops as they were)
 
 
 @njit(fastmath=False)
@@ -371,10 +383,7 @@ def _products_for(floats, float64, tiles):
                                 factors = _view(src, row + r * stride, row + r * stride + wide)
                                 for w in range(wide):
                                     ms[w] *= as_float64(factors[w])
-                            for w in range(wide):
-                                m, e = _renormalised(ms[w], es[w])
-                                ms[w] = m
-                                es[w] = e
+                            _renormalise_lanes_inlined(ms, es, wide)
                             j += count * per_wide
                             continue
                         if floats and float64:
@@ -389,10 +398,7 @@ def _products_for(floats, float64, tiles):
                             rows += 1
                             j += per_wide if lanes == wide else 1
                             if rows == SPLIT_BLOCK:
-                                for w in range(wide):
-                                    m, e = _renormalised(ms[w], es[w])
-                                    ms[w] = m
-                                    es[w] = e
+                                _renormalise_lanes_inlined(ms, es, wide)
                                 rows = 0
                             continue
                         if floats:  # (a view of the row, so that the loops vectorise)
@@ -401,10 +407,7 @@ def _products_for(floats, float64, tiles):
                                 ms[w] *= as_float64(factors[w])
                             rows += 1
                             if rows == group:
-                                for w in range(width):
-                                    m, e = _renormalised(ms[w], es[w])
-                                    ms[w] = m
-                                    es[w] = e
+                                _renormalise_lanes_inlined(ms, es, width)
                                 rows = 0
                         else:
                             factors = _view(src, row, row + width)
