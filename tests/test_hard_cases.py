@@ -307,19 +307,19 @@ def test_float64_products_of_narrow_tiles_renormalise_every_lane_of_their_wide_r
     # lane of its own, and renormalises all 2048 lanes every kernels.products.SPLIT_BLOCK wide rows.
     # With one thread nothing is chunked: 600000 rows are 1171 wide rows in one task, so a lane
     # gathers 1171 mantissas near 2 (2**1170 unrenormalised: inf) while the column's product stays
-    # near 0.999**300000. Against NumPy's float64 product, whose running product stays in range
-    # here: both within (n - 1) roundings of the exact one.
+    # near 0.999**300000. Against the exact product in mpmath (200 bits), within the contract's
+    # (n - 1) roundings.
     from threads import with_threads
 
     x = np.empty((600000, 4))
     x[0::2], x[1::2] = 1.999, 1.999 / 4
-    x[:, 1] *= -1
+    x[:, 1] *= -1  # (an even count of negative factors)
     x[7, 3], x[400000, 3] = np.inf, 0.0  # 0 x inf: NaN
     got = with_threads(threads, numred.reduce_prod, x, [0], keepdims=0)
-    with np.errstate(invalid="ignore"):
-        want = np.prod(x, axis=0)
-    assert np.isnan(got[3]) and np.isnan(want[3])
-    assert np.allclose(got[:3], want[:3], rtol=2 * x.shape[0] * 2.0**-53, atol=0) and np.all(np.isfinite(got[:3])), got
+    with mpmath.workprec(200):
+        want = float(mpmath.mpf(1.999) ** 300000 * mpmath.mpf(1.999 / 4) ** 300000)
+    assert np.isnan(got[3])
+    assert all(abs(g - want) <= x.shape[0] * 2.0**-53 * want for g in got[:3]), (got, want)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
