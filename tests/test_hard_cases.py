@@ -273,8 +273,8 @@ def test_64bit_l2_bound_sees_one_large_element_anywhere_in_memory(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64])
 def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
     # Contiguous rows are multiplied as mantissas in [1, 2) and exponents apart, in blocks of
-    # kernels.products.SPLIT_BLOCK elements (float64: a row with a zero, a subnormal, an infinity or
-    # a NaN factor by factor instead; a tile's columns split branch-free, _split_float64): every
+    # kernels.products.SPLIT_BLOCK elements (float64: a block with a zero, a subnormal, an infinity
+    # or a NaN split again, _split_specials_block; a tile's columns branch-free, _split_float64): every
     # mantissa bit counts (factors of full mantissas, unlike the powers of two below), rows of one,
     # two and three blocks and a remainder,
     # both signs, exponents that drift far from 0 (beyond float16's range) and back, and subnormal
@@ -293,6 +293,7 @@ def test_products_of_long_rows_of_full_mantissas_match_the_exact_product(dtype):
         x[1, : n // 2] *= np.asarray(8.0, dtype)  # exponents far above 0, then back below
         x[1, n // 2:] /= np.asarray(8.0, dtype)
         x[2, -1] = np.inf if n % 2 else 0.0
+        x[2, 3] = info.smallest_subnormal  # a subnormal first, the deciding special in a later block
         x[3, n - 2] = np.nan
         x[4, 1] = -0.0
         x[5, 0], x[5, -1] = 0.0, -np.inf  # 0 x inf

@@ -15,10 +15,11 @@ SPLIT_BLOCK elements, in a loop that vectorises (one running product renormalise
 factors waits on each multiplication). A run that holds a zero, an infinity or a NaN has its
 product decided by those (_special_factor); one with subnormals is split again, as float64 values.
 In a tile, whose lanes are independent, the split was slower than a few factors per renormalisation.
-float64 data is split the same way: contiguous runs in blocks (_split_block_float64; a run holding
-a zero, an infinity or a NaN decided by those, one with subnormals factor by factor,
-_times_float64), a tile's columns branch-free (_split_float64), their lanes renormalised every
-SPLIT_BLOCK rows; narrow tiles (FLOAT64_WIDE_ROWS_BELOW) read as wide rows.
+float64 data is split the same way: contiguous runs in blocks (_split_block_float64; a block
+holding a zero, a subnormal, an infinity or a NaN split again branch-free, _split_specials_block),
+strided runs factor by factor (_times_float64), a tile's columns branch-free (_split_float64),
+their lanes renormalised every SPLIT_BLOCK rows; narrow tiles (FLOAT64_WIDE_ROWS_BELOW) read as
+wide rows.
 
 Integers multiply their two's-complement bits in uint64 (wrapping), whose low bits are the product
 modulo 2**bits of the dtype.
@@ -33,7 +34,7 @@ import math
 
 import numpy as np
 from numba import njit, prange, types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 from .base import (_U64, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
                    _offset_of, _task, _unpack, _view, inlined)
@@ -63,8 +64,6 @@ FLOAT64_WIDE_ROWS_BELOW = 16
 _F32_MANTISSA_AND_SIGN = np.uint32(0x807FFFFF)
 _F32_ONE_EXPONENT = np.uint32(127 << 23)
 _F32_INFINITY = np.uint32(0x7F800000)
-_F32_NAN = np.uint32(0x7FC00000)
-_F64_INFINITY = np.int64(0x7FF << 52)
 
 
 @njit(fastmath=False)
@@ -187,35 +186,32 @@ def _split_block_float64(block):
     return product, exponents, smallest, largest
 
 
-def special_bits(x):
-    """Float32 bits that classify a float element as _special_factor needs: a narrow float's own
-    float32 bits; a float64's sign bit with 0 for a zero, the bits of +inf for an infinity, of a NaN
-    for a NaN, and 1 (a subnormal) for any other value."""
-
-
-@overload(special_bits, jit_options={"fastmath": False})
-def _special_bits_impl(x):
-    if x == types.float64:
-        def float64_class(x):
-            bits = _float64_to_bits(x)
-            magnitude = bits & np.int64(0x7FFFFFFFFFFFFFFF)
-            # (selects, no branches: the loop over a run vectorises)
-            kind = np.uint32(_F32_NAN if magnitude > _F64_INFINITY else _F32_INFINITY)
-            kind = kind if magnitude >= _F64_INFINITY else np.uint32(magnitude != 0)
-            return kind | (np.uint32(bits >> 32) & np.uint32(0x80000000))
-        return float64_class
-    return lambda x: as_float32_bits(x)
+@njit(fastmath={"reassoc"})
+def _split_specials_block(block):
+    """(product, exponents) of a block of float64 factors (at most SPLIT_BLOCK) holding a zero, a
+    subnormal, an infinity or a NaN, for which _split_block_float64's split does not hold: each
+    element split by _split_float64, the product of their mantissas (below 2**SPLIT_BLOCK, or the
+    IEEE product of the specials among them, in any order: reassociated) and the sum of their
+    exponents. Without branches, so that the loop vectorises (factor by factor, _times_float64, such
+    a block took about 25x the time of a plain one)."""
+    product = 1.0
+    exponents = 0
+    for i in range(block.size):
+        mantissa, exponent = _split_float64(block[i])
+        product *= mantissa
+        exponents += exponent
+    return product, exponents
 
 
 @njit(fastmath=False)
 def _special_factor(run):
-    """(True, the factor that decides the product) of a run of floats holding a zero, an infinity or
-    a NaN: NaN with a NaN or both a zero and an infinity, else an infinity or a zero, with the sign
-    of the product; (False, 0.0) for one whose only special elements are subnormals. One pass of
-    counts in 32-bit lanes, so that it vectorises (narrow floats)."""
+    """(True, the factor that decides the product) of a run of narrow floats holding a zero, an
+    infinity or a NaN: NaN with a NaN or both a zero and an infinity, else an infinity or a zero,
+    with the sign of the product; (False, 0.0) for one whose only special elements are subnormals.
+    One pass of counts in 32-bit lanes, so that it vectorises."""
     zeros = infinities = nans = negatives = np.uint32(0)
     for i in range(run.size):
-        bits = special_bits(run[i])
+        bits = as_float32_bits(run[i])
         magnitude = bits & np.uint32(0x7FFFFFFF)
         zeros = _add_u32(zeros, np.uint32(magnitude == np.uint32(0)))
         infinities = _add_u32(infinities, np.uint32(magnitude == _F32_INFINITY))
@@ -262,22 +258,19 @@ def _float64_run_product(src, offset, n, step, m, e):
     (_times_float64). A contiguous run of SPLIT_MIN elements or more is split in blocks instead, as
     narrow floats are (_split_block_float64: a vectorised loop, where _times_float64 renormalises
     and waits on each product; 1000x1000 over axis 1 took 2.7 ms that way, 110 us split). One
-    holding a zero, an infinity or a NaN has its product decided by those (_special_factor), as a
-    narrow float run; one whose only special elements are subnormals goes factor by factor."""
+    block holding a zero, a subnormal, an infinity or a NaN is split again, each element as
+    _split_float64 splits it (_split_specials_block)."""
     if step == 1 and n >= SPLIT_MIN:
         run = _view(src, offset, offset + n)
-        split_m, split_e = m, e
         for start in range(0, n, SPLIT_BLOCK):
             stop = min(n, start + SPLIT_BLOCK)
-            product, exponents, smallest, largest = _split_block_float64(_view(run, start, stop))
+            block = _view(run, start, stop)
+            product, exponents, smallest, largest = _split_block_float64(block)
+            exponents -= 1023 * (stop - start)
             if smallest == 0 or largest == 0x7FF:
-                decided, factor = _special_factor(run)
-                if decided:
-                    return m * factor, e
-                break
-            split_m, split_e = _renormalised(split_m * product, split_e + exponents - 1023 * (stop - start))
-        else:
-            return split_m, split_e
+                product, exponents = _split_specials_block(block)
+            m, e = _renormalised(m * product, e + exponents)
+        return m, e
     for i in range(n):
         m, e = _times_float64(m, e, src[offset + i * step])
     return m, e
