@@ -26,6 +26,7 @@ term: mantissa and exponent partials) are finished in ``numred._derived``, on to
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -117,6 +118,9 @@ class KernelCall(NamedTuple):
     keys: np.dtype | None = None
     undecided: bool = False  # returns False where an integer log-sum-exp needs exact arithmetic
     finite: bool = False  # False returned, or float64 sums not finite: the driver's general path
+    # with finite, results must also be above this (float64 ReduceL2 from the row kernels:
+    # serial.L2_SMALLEST_RESULT); finish.all_finite_above
+    lowest: float = -math.inf
 
     def __call__(self, src, result):
         """What the kernel returns: None, the finite flag of the serial float sums, or for
@@ -187,10 +191,15 @@ def _finished_call(reduction, plan, dtype):
     float64 one, whose serial kernel finishes and rounds the results itself. Where one is not
     decided there (an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
     that is not finite) the kernel returns False and the driver computes the call its general way
-    (_derived.finished). None for chunk partials, integer LogSum, integer L2 but of single runs and
-    small inputs (_derived.int_l2_call), and parallel float64 L2 and LogSum, which _derived.finished
-    computes from other reductions' results. An integer ReduceL1 is the wrapping sum of |x|
-    (unsigned data: of x, ReduceSum's), one integer kernel call where there are no chunks."""
+    (_derived.finished). float64 single runs, serial or parallel, take the row kernels of the sum of
+    squares or of x (split sums, where the serial kernel's lanes of TwoSums do not vectorise: a
+    float64 vector of 10000 took 4x the time of its sum of squares); their results are checked
+    instead (KernelCall.finite and lowest: a log that is not finite, a square root at or below
+    serial.L2_SMALLEST_RESULT or not finite). None for chunk partials, integer LogSum, integer L2
+    but of single runs and small inputs (_derived.int_l2_call), and other parallel float64 L2 and
+    LogSum, which _derived.finished computes from other reductions' results. An integer ReduceL1 is
+    the wrapping sum of |x| (unsigned data: of x, ReduceSum's), one integer kernel call where there
+    are no chunks."""
     if dtype not in FLOAT_BITS:
         if reduction.finish == ROUND:
             return _int_call(plan, int_l1_term(dtype), dtype, 1)
@@ -199,6 +208,10 @@ def _finished_call(reduction, plan, dtype):
         return None
     if reduction.finish == ROUND or dtype.char != "d":
         return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)
+    if plan.single_run:
+        lowest = serial.L2_SMALLEST_RESULT if reduction.finish == SQRT else -math.inf
+        return _float_call(plan, reduction.term, dtype, finite=True, finish_step=reduction.finish)._replace(
+            lowest=lowest)
     if plan.parallel:
         return None
     return KernelCall((serial.float_sums(reduction.term, True), None), False,
@@ -379,7 +392,8 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
         _float_sums(plan, src, reduction.term, result, divisor=float(count))
     else:
         _int_sums(plan, src, reduction.int_accumulator == WRAPPING, count, result)
-    if _retried_if_not_finite(reduction, dtype) and not (finish.all_finite(result) if returned is None else returned):
+    if _retried_if_not_finite(reduction, dtype) and not (
+            finish.all_finite_above(result, -math.inf) if returned is None else returned):
         # inf/NaN inputs or an overflowing sum of finite values. The rescaled sums cannot overflow,
         # so where a result is not finite theirs is the right one: finite for finite values whose
         # sum (mean) is within range, and for an infinity among values whose sum overflowed the

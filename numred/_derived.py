@@ -44,7 +44,10 @@ def finished(reduction, plan, src, dtype):
     call = kernel_call(reduction, plan, dtype)
     if call is not None:  # one kernel call (_compute._finished_call), unless it leaves a float64 result undecided
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
-        if call(src, result) or not call.finite:
+        returned = call(src, result)
+        if returned is None and call.finite:  # (the row kernels: their results checked here)
+            returned = finish.all_finite_above(result, call.lowest)
+        if returned or not call.finite:
             return _as_dtype(result, dtype)
     if dtype not in FLOAT_BITS:
         if reduction.finish == ROUND:
@@ -66,7 +69,7 @@ def finished(reduction, plan, src, dtype):
             _check_l2_range(plan, src, dtype, sums)
             return np.sqrt(sums)
         logs = np.log(sums)
-        if not finish.all_finite(sums):
+        if not finish.all_finite_above(sums, -math.inf):
             # as a float64 sum (compute): partial sums of finite values may overflow where the whole
             # sum does not; the sum of x * 2**-64 cannot, and its log differs by 64 * ln 2
             rescaled = _float64_sums(plan, src, SUM, scale=_SUM_RESCALE)

@@ -35,11 +35,12 @@ class OneLaunch:
     floats arrive as the integers they are compiled for. Small calls (3x2x2, 64x64) took 0.79-0.80x
     the time for float32, 0.66-0.68x for float16 and bfloat16, 0.72-0.82x for int32 and int64."""
 
-    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "undecided", "finite", "calls")
+    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "undecided", "finite", "lowest", "calls")
 
     def __init__(self, call: KernelCall, dtype: np.dtype):
         self.kernels, self.parallel, self.args, self.carrier = call.kernels, call.parallel, call.args, call.carrier
-        self.keys, self.undecided, self.finite = call.keys, call.undecided, call.finite  # (KernelCall)
+        self.keys, self.undecided, self.finite, self.lowest = call.keys, call.undecided, call.finite, call.lowest
+        # (KernelCall)
         self.dtype = dtype  # of the input and the results; later calls pass the input's view as src (and keys)
         # what run() calls: the first call of a variant, then its entry point
         self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
@@ -70,7 +71,7 @@ class OneLaunch:
         time, 2.1-2.6 us before; 1000x1000 over axis 1 (parallel) 0.97-0.99x."""
         calls = self.calls
         parallel_launch = functools.partial(run, calls, True) if self.parallel else None
-        args, dtype, finite, undecided = self.args, self.dtype, self.finite, self.undecided
+        args, dtype, finite, lowest, undecided = self.args, self.dtype, self.finite, self.lowest, self.undecided
         keyed = self.keys is not None
 
         def repeat(data):
@@ -84,7 +85,8 @@ class OneLaunch:
                 return None
             if finite:  # the serial float sums return whether they are; other kernels return None
                 if returned is None:
-                    returned = math.isfinite(results[0]) if n_kept == 1 else finish.all_finite(results)
+                    returned = (lowest < results[0] < math.inf if n_kept == 1
+                                else finish.all_finite_above(results, lowest))
                 if not returned:
                     return None
             return result

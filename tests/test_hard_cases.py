@@ -78,10 +78,12 @@ def test_tall_leading_axis_with_special_values(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, ml_dtypes.bfloat16])
-@pytest.mark.parametrize("shape,axes", [((3, 4), 1), ((5, 2, 3), (0, 2)), ((40, 6), 0)])
-def test_small_finished_ops_leave_float64_edge_sums_to_the_general_path(dtype, shape, axes):
-    # Small ReduceL1, L2 and LogSum calls are one serial kernel that finishes and rounds its results.
-    # float64 sums it cannot finish (an L2 sum of squares that overflowed or may hold subnormal
+@pytest.mark.parametrize("shape,axes", [((3, 4), 1), ((5, 2, 3), (0, 2)), ((40, 6), 0), ((10_000,), 0),
+                                        ((300, 400), 1)])
+def test_finished_ops_leave_float64_edge_sums_to_the_general_path(dtype, shape, axes):
+    # Small ReduceL1, L2 and LogSum calls are one serial kernel that finishes and rounds its results;
+    # single runs (a serial vector, parallel rows) are the row kernels' sums, their results checked.
+    # float64 sums they cannot finish (an L2 sum of squares that overflowed or may hold subnormal
     # squares, zero included; a LogSum sum that overflowed on the way) send the call to the general
     # path: first calls and repeats (one launch) alike, mixed with ordinary outputs.
     big = 1e200 if np.dtype(dtype).itemsize == 8 else 1.0
@@ -98,6 +100,36 @@ def test_small_finished_ops_leave_float64_edge_sums_to_the_general_path(dtype, s
     for call in range(2):
         assert_matches(numred.reduce_l2(zeros, axes), expected("reduce_l2", zeros, axes))
         assert_matches(numred.reduce_log_sum(zeros, axes), expected("reduce_log_sum", zeros, axes))
+
+
+@pytest.mark.parametrize("n", [4, 100, 5000])  # the row kernels' float64 variants: two passes, one, pieces
+@pytest.mark.parametrize("rows", [3, 400])  # serial and (but for n = 4) parallel
+@pytest.mark.parametrize("view", ["rows", "strided rows", "columns"])
+def test_float64_l2_and_log_sum_of_single_runs_leave_edge_sums_to_the_general_path(n, rows, view):
+    # float64 ReduceL2 and ReduceLogSum of single runs are the row kernels' sums of squares or of x,
+    # finished by the kernel; their results are checked after (a square root at or below
+    # L2_SMALLEST_RESULT, a result that is not finite), and such calls go the general way. One row
+    # of each kind among ordinary ones, each in a call of its own (one such row sends its whole call
+    # the general way): squares that underflow, a sum (of squares) that overflows, and one that
+    # overflows on the way but not whole.
+    view_of = {"rows": lambda a: a, "strided rows": lambda a: np.repeat(a, 2, axis=1)[:, ::2],
+               "columns": lambda a: np.ascontiguousarray(a.T)}[view]
+    axis = 0 if view == "columns" else 1
+    for kind in ("underflow", "overflow", "overflow on the way"):
+        x = np.random.default_rng(n).uniform(0.5, 1.5, (rows, n))
+        if kind == "underflow":
+            x[1] = 1e-200  # every square 0: sqrt(n) * 1e-200, not 0
+        elif kind == "overflow":
+            x[1] = 1e200
+            x[1, ::2] = -1e200
+        else:
+            x[1, : n // 2], x[1, n // 2:] = 1.7e308, -1.7e308
+        for op in ("reduce_l2", "reduce_log_sum"):
+            data = view_of(np.abs(x) if op == "reduce_log_sum" else x)
+            row = np.abs(x[1]) if op == "reduce_log_sum" else x[1]  # (one output: the check of one result)
+            for call in range(2):  # a first call, then a repeat (one launch)
+                assert_matches(getattr(numred, op)(data, axis), expected(op, data, axis), f"{kind}: {op} call {call}")
+                assert_matches(getattr(numred, op)(row), expected(op, row, None), f"{kind}: {op} of a row, call {call}")
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
@@ -602,8 +634,8 @@ def test_short_rows_of_inputs_beyond_the_cache_count_every_row(opname, dtype):
 
 @pytest.mark.parametrize("layout", ["rows", "columns", "strided rows"])
 def test_float64_means_of_parallel_inputs_retry_only_overflowing_sums(layout):
-    # The results of a parallel float64 mean are checked for inf and NaN (kernels.finish.all_finite, a
-    # sum of value * 0.0); when one is found, the mean is computed again on the data scaled by
+    # The results of a parallel float64 mean are checked for inf and NaN
+    # (kernels.finish.all_finite_above); when one is found, the mean is computed again on the data scaled by
     # 2**-64, and every result that was not finite is replaced by the rescaled one. Here one
     # output among 400 overflows in its sum though its mean is finite, and others are inf, -inf or
     # NaN from their data, which the rescaled pass must give again.

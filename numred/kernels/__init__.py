@@ -64,7 +64,7 @@ def catalogue() -> dict:
         kernels[f"serial extrema {flag}"] = serial.extrema(flag)
     kernels["serial int_log_sum_exp"] = serial.int_log_sum_exp()
     kernels["serial int_l2"] = serial.int_l2()
-    # the serial finishing steps called from Python (finish_*, all_finite)
+    # the serial finishing steps called from Python (finish_*, all_finite_above)
     kernels.update({name: d for name, d in vars(finish).items() if isinstance(d, CPUDispatcher)
                     and d.py_func.__module__ == finish.__name__ and not name.startswith("_")})
     return kernels

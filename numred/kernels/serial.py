@@ -230,6 +230,9 @@ def _term_bits_run(src, offset, n, step, wrapping_term):
 # this): ReduceL2 of float64 computes those outputs again, scaled (numred._derived, _exact.l2), as it
 # does those whose sum overflows.
 L2_SMALLEST_SUM = 2.0**-900
+# Its square root: a square root rounded to above this is that of a sum above L2_SMALLEST_SUM (the
+# check on the results of the row kernels, which store square roots, not sums)
+L2_SMALLEST_RESULT = 2.0**-450
 
 
 @njit(fastmath=False)
