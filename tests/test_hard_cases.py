@@ -102,10 +102,11 @@ def test_finished_ops_leave_float64_edge_sums_to_the_general_path(dtype, shape, 
         assert_matches(numred.reduce_log_sum(zeros, axes), expected("reduce_log_sum", zeros, axes))
 
 
-@pytest.mark.parametrize("n", [4, 100, 5000])  # the row kernels' float64 variants: two passes, one, pieces
-@pytest.mark.parametrize("rows", [3, 400])  # serial and (but for n = 4) parallel
+# rows of n: the row kernels' float64 variants (two passes, one, pieces); 3 rows (serial) or about
+# 40000 elements (parallel; rows of 4 only from 8192 rows, their oracle the slowest part: serial)
+@pytest.mark.parametrize("n,parallel", [(4, False), (100, False), (5000, False), (100, True), (5000, True)])
 @pytest.mark.parametrize("view", ["rows", "strided rows", "columns"])
-def test_float64_l2_and_log_sum_of_single_runs_leave_edge_sums_to_the_general_path(n, rows, view):
+def test_float64_l2_and_log_sum_of_single_runs_leave_edge_sums_to_the_general_path(n, parallel, view):
     # float64 ReduceL2 and ReduceLogSum of single runs are the row kernels' sums of squares or of x,
     # finished by the kernel; their results are checked after (a square root at or below
     # L2_SMALLEST_RESULT, a result that is not finite), and such calls go the general way. One row
@@ -115,6 +116,7 @@ def test_float64_l2_and_log_sum_of_single_runs_leave_edge_sums_to_the_general_pa
     view_of = {"rows": lambda a: a, "strided rows": lambda a: np.repeat(a, 2, axis=1)[:, ::2],
                "columns": lambda a: np.ascontiguousarray(a.T)}[view]
     axis = 0 if view == "columns" else 1
+    rows = -(-40_000 // n) if parallel else 3
     for kind in ("underflow", "overflow", "overflow on the way"):
         x = np.random.default_rng(n).uniform(0.5, 1.5, (rows, n))
         if kind == "underflow":
@@ -127,9 +129,10 @@ def test_float64_l2_and_log_sum_of_single_runs_leave_edge_sums_to_the_general_pa
         for op in ("reduce_l2", "reduce_log_sum"):
             data = view_of(np.abs(x) if op == "reduce_log_sum" else x)
             row = np.abs(x[1]) if op == "reduce_log_sum" else x[1]  # (one output: the check of one result)
+            want, want_row = expected(op, data, axis), expected(op, row, None)
             for call in range(2):  # a first call, then a repeat (one launch)
-                assert_matches(getattr(numred, op)(data, axis), expected(op, data, axis), f"{kind}: {op} call {call}")
-                assert_matches(getattr(numred, op)(row), expected(op, row, None), f"{kind}: {op} of a row, call {call}")
+                assert_matches(getattr(numred, op)(data, axis), want, f"{kind}: {op} call {call}")
+                assert_matches(getattr(numred, op)(row), want_row, f"{kind}: {op} of a row, call {call}")
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
