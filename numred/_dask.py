@@ -140,9 +140,10 @@ def _task_threads():
     more than the cores dask gives it (_worker_threads). dask starts as many workers as fill the
     cores, and a library that uses every core in each worker's task oversubscribes them: on two
     single-threaded workers on two cores, a float32 mean of 4 GiB over all axes took 1.6x the time of
-    dask's own with two Numba threads per task. numred's kernels run one at a time in a process
-    (they hold the GIL), so a worker of several threads gives each kernel all of its cores. Outside
-    a worker (dask's threaded or synchronous scheduler) each kernel keeps all of Numba's threads."""
+    dask's own with two Numba threads per task. Outside a worker (dask's threaded or synchronous
+    scheduler) each kernel keeps all of Numba's threads: the kernels release the GIL, and under
+    TBB the launches of dask's threads share one pool of as many threads as cores, whose calling
+    threads work on their own tasks (docs/architecture.md, "Execution model")."""
     import numba
 
     wanted = _worker_threads()

@@ -140,6 +140,11 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
         # per column, which round differently
         per_row = max(per_row, 2)
         enough_tasks = 0
+    elif unchunked_tiles:
+        # float64 runs and narrow tiles are chunked by the shape alone, as for no thread count in
+        # particular: chunked partials (a float64 product's above all) round differently from one
+        # task's, and results must not depend on the threads
+        enough_tasks = FEW_TASKS
     if tile > 1:
         tile = -(-n_inner // per_row)
     n_tiles = rows * per_row
@@ -178,7 +183,7 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         x = np.ascontiguousarray(x)
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
     if (plan.single_block or plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS
-            or plan.nchunks > 1 and get_num_threads() == 1):
+            or plan.nchunks > 1 and get_num_threads() == 1 and x.dtype != np.float64):
         # Few wide tiles: cut per thread instead of chunked (asking the thread count costs 1.2 us,
         # _runtime.get_num_threads); with one thread, no chunks (_layout). Narrower floats are
         # summed in float64, integers exactly, so with or without chunks their results differ by no

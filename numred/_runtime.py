@@ -1,19 +1,32 @@
-"""Process-level safety around Numba (DESIGN.md, "threads, processes, caching").
+"""Process-level safety around Numba: the threading layer, disk caching, parallel launches.
 
-- ``entry``: ``njit`` for the functions Python calls, cached on disk. Numba names cache files after
-  the function, not its options, so the ``parallel=True`` variant is compiled from a renamed copy.
-  When neither the package's ``__pycache__`` nor the user cache directory is writable, numred's own
-  functions fall back to a private per-user directory under the system temp directory, and with no
-  writable place at all they are compiled in memory: never an error at import. Their cache entries
-  are stamped with a hash of all kernel modules (``package_source_stamp``), not only their own.
-  Saving a compiled kernel to the cache holds an inter-process file lock, so that processes doing
-  their first calls at once cannot corrupt each other's cache index (numba#4807, #10128).
-- ``run``: one parallel kernel at a time per process; another thread waits for it. This keeps Numba's
-  workqueue layer from aborting and OpenMP from oversubscribing the cores, and costs no concurrency:
-  the kernels hold the GIL, so a second thread could not run Python, or another kernel, meanwhile.
-  After ``fork`` a child of a parent that used OpenMP (GNU libgomp is not fork-safe) runs the serial
-  variants, which compute the same chunks in the same order: the same bits as the parent. They are
-  compiled on a child's first use (``python -m numred precompile --fork`` compiles them ahead).
+- ``load_tbb``: numred runs its parallel kernels on Numba's TBB threading layer, which Numba's
+  default setting prefers whenever it can load the TBB library. pip's ``tbb`` wheel (a dependency on
+  the platforms it exists for) installs ``libtbb.so.12`` into the environment's ``lib/``, which the
+  loader does not search; loading it here, before Numba starts its threads, lets Numba find it. TBB
+  matters for three reasons (docs/architecture.md, "Execution model"): its calling thread works on
+  the tasks too and other threads only take what they find left, so a launch on a machine whose
+  cores are busy never waits for a thread the OS has not scheduled (a launch that gives each thread
+  a fixed share, as OpenMP's does, waits a time slice for it); a call from any Python thread runs
+  at the main thread's speed; and it is safe after ``fork`` and under concurrent launches. A layer
+  the user chose (``NUMBA_THREADING_LAYER``) is kept.
+- ``entry``: ``njit(cache=True, nogil=True)`` for the functions Python calls, cached on disk: every
+  kernel releases the GIL, so other Python threads run while it computes. Numba names cache files
+  after the function, not its options, so the ``parallel=True`` variant is compiled from a renamed
+  copy. When neither the package's ``__pycache__`` nor the user cache directory is writable,
+  numred's own functions fall back to a private per-user directory under the system temp
+  directory, and with no writable place at all they are compiled in memory: never an error at
+  import. Their cache entries are stamped with a hash of all kernel modules
+  (``package_source_stamp``), not only their own. Saving a compiled kernel to the cache holds an
+  inter-process file lock, so that processes doing their first calls at once cannot corrupt each
+  other's cache index (numba#4807, #10128).
+- ``run``: the parallel variant of a kernel, or the serial one, which computes the same tasks in the
+  same order (the same bits). Under TBB and OpenMP any number of threads launch at once, with no
+  lock. Numba's workqueue layer aborts the process on concurrent launches: there a thread that
+  finds a launch running computes its call serially in its own thread instead of waiting. After
+  ``fork``, a child of a parent that launched on OpenMP (GNU libgomp is not fork-safe) runs the
+  serial variants (``python -m numred precompile --fork`` compiles them ahead); TBB children keep
+  launching in parallel.
 """
 from __future__ import annotations
 
@@ -26,6 +39,10 @@ import tempfile
 import threading
 import types
 
+import ctypes
+import importlib.metadata
+import sys
+
 import numba
 from numba import njit
 
@@ -33,6 +50,35 @@ try:
     import fcntl
 except ImportError:  # not POSIX: cache saves go without the inter-process lock
     fcntl = None
+
+
+
+def load_tbb() -> str | None:
+    """Load pip's ``libtbb.so.12`` (the ``tbb`` distribution) into the process, globally, so that
+    Numba's TBB layer finds it by name; return its path, or None where there is none to load (no
+    wheel for the platform, not installed, or not Linux). Numba itself only asks the loader, whose
+    search path does not include the environment's ``lib/``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    candidates = []
+    try:
+        distribution = importlib.metadata.distribution("tbb")
+        candidates += [str(distribution.locate_file(f)) for f in distribution.files or ()
+                       if str(f).endswith("libtbb.so.12")]
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    candidates.append(os.path.join(sys.prefix, "lib", "libtbb.so.12"))
+    for path in candidates:
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                continue
+            return os.path.realpath(path)
+    return None
+
+
+TBB_LIBRARY = load_tbb()
 
 _PRIVATE_ROOT = os.path.join(tempfile.gettempdir(), f"numred-{os.getuid() if hasattr(os, 'getuid') else 0}")
 
@@ -153,6 +199,7 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
     if fn is None:
         return lambda f: entry(f, parallel=parallel, name=name, **options)
     options.setdefault("fastmath", False)  # stated, as for every function in numred.kernels
+    options.setdefault("nogil", True)  # other Python threads run while a kernel computes
     if name is not None:
         fn.__qualname__ = name
     if parallel:  # a renamed copy: its own cache files, next to the serial variant's
@@ -220,28 +267,39 @@ def get_num_threads() -> int:
     return numba.get_num_threads()
 
 
-# reentrant: a signal handler in the thread that holds it may call numred too
-_parallel_lock = threading.RLock()
+# Launches of the workqueue layer must not overlap (it aborts the process); the layer is known only
+# after Numba's first launch, so until then launches take this lock, without waiting for it.
+_workqueue_lock = threading.Lock()
+_concurrent_launches = False  # True once the layer is known to allow them (TBB, OpenMP)
 _parallel_allowed = True
 _parallel_used = False
 
 
 def run(kernels, want_parallel: bool, *args):
-    """Call the parallel variant of ``kernels = (serial, parallel)`` when wanted and possible (after
-    the parallel kernel another thread runs, if any), else the serial one (same chunks, same order,
-    same result)."""
-    global _parallel_used
+    """Call the parallel variant of ``kernels = (serial, parallel)`` when wanted and possible, else
+    the serial one (same tasks, same order, same result). No thread ever waits for another's launch:
+    where the threading layer does not allow concurrent launches (workqueue), a thread that finds
+    one running computes its own call serially."""
+    global _parallel_used, _concurrent_launches
     serial, parallel = kernels
-    if want_parallel and _parallel_allowed:
-        with _parallel_lock:
-            _parallel_used = True
-            return parallel(*args)
-    return serial(*args)
+    if not (want_parallel and _parallel_allowed):
+        return serial(*args)
+    if _concurrent_launches:
+        return parallel(*args)
+    if not _workqueue_lock.acquire(blocking=False):
+        return serial(*args)
+    try:
+        _parallel_used = True
+        result = parallel(*args)
+        _concurrent_launches = numba.threading_layer() in ("tbb", "omp")
+        return result
+    finally:
+        _workqueue_lock.release()
 
 
 def _after_fork_in_child() -> None:
-    global _parallel_lock, _parallel_allowed
-    _parallel_lock = threading.RLock()  # the parent's may have been held by a thread that is gone
+    global _workqueue_lock, _parallel_allowed
+    _workqueue_lock = threading.Lock()  # the parent's may have been held by a thread that is gone
     if _parallel_used:
         try:
             layer = numba.threading_layer()

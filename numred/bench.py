@@ -122,6 +122,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead of the peer table: numred against dask's own reductions on a 4 GiB float32 "
                         "Dask array held by a local cluster of two worker processes (64 MiB with --quick), with "
                         "each result's exactness and the workers' peak memory; needs pip install \"numred[dask]\"")
+    parser.add_argument("--busy", action="store_true",
+                        help="instead of the peer table: float32 ReduceMean with every core kept busy by another "
+                        "process (numred's default threads against numred on one thread and NumPy), then called "
+                        "from a worker thread and from two threads at once")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="write every measurement (seconds per call) and the run's settings as JSON")
 
@@ -219,9 +223,10 @@ def _check_arguments(args: argparse.Namespace) -> int | None:
     not after minutes of it; None when they can."""
     plot_path = getattr(args, "plot", None)
     json_path = getattr(args, "json", None)
-    if plot_path and getattr(args, "dtype_rates", False):
-        print("--plot draws the peer table's speedups; --dtype-rates has none", file=sys.stderr)
-        return 2
+    for flag in ("dtype_rates", "busy"):
+        if plot_path and getattr(args, flag, False):
+            print(f"--plot draws the peer table's speedups; --{flag.replace('_', '-')} has none", file=sys.stderr)
+            return 2
     if plot_path:
         msg = check_matplotlib()
         if msg:
@@ -563,6 +568,10 @@ def run(args: argparse.Namespace, out=None) -> int:
         return 2
     if getattr(args, "dtype_rates", False):
         return run_dtype_rates(args, out, _versions(numred, numba), threads)
+    if getattr(args, "busy", False):
+        from numred import _bench_busy
+
+        return _bench_busy.run(args, out, _versions(numred, numba), threads)
     if getattr(args, "dask", False):
         from numred import _bench_dask
 
