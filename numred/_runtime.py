@@ -10,8 +10,8 @@
   a fixed share, as OpenMP's does, waits a time slice for it); a call from any Python thread runs
   at the main thread's speed; and it is safe after ``fork`` and under concurrent launches. A layer
   the user chose (``NUMBA_THREADING_LAYER``) is kept.
-- ``entry``: ``njit(cache=True, nogil=True)`` for the functions Python calls, cached on disk: every
-  kernel releases the GIL, so other Python threads run while it computes. Numba names cache files
+- ``entry``: ``njit(cache=True)`` for the functions Python calls, cached on disk; the parallel
+  variants release the GIL, so other Python threads run while they compute. Numba names cache files
   after the function, not its options, so the ``parallel=True`` variant is compiled from a renamed
   copy. When neither the package's ``__pycache__`` nor the user cache directory is writable,
   numred's own functions fall back to a private per-user directory under the system temp
@@ -199,7 +199,11 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
     if fn is None:
         return lambda f: entry(f, parallel=parallel, name=name, **options)
     options.setdefault("fastmath", False)  # stated, as for every function in numred.kernels
-    options.setdefault("nogil", True)  # other Python threads run while a kernel computes
+    # A parallel variant (an input of PARALLEL_MIN_ELEMENTS or more) releases the GIL: other Python
+    # threads run while it computes. A serial variant, on a small input, keeps it: its kernel takes
+    # about as long as handing the GIL to another thread and back, and two threads calling small
+    # inputs made half the calls per second of one when the kernels released it (docs/performance.md).
+    options.setdefault("nogil", parallel)
     if name is not None:
         fn.__qualname__ = name
     if parallel:  # a renamed copy: its own cache files, next to the serial variant's
