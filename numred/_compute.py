@@ -130,6 +130,20 @@ class KernelCall(NamedTuple):
         return run(self.kernels, self.parallel, src, src.view(self.keys), *self.args, result)
 
 
+# A parallel plan's kernel runs on threads from this many elements on, and below that as its serial
+# variant on the calling thread (the same tasks in the same order: the same bits). A launch on TBB
+# costs several microseconds more than a serial call (Numba sets up a task arena for each launch),
+# which a memory-bound kernel of fewer elements does not win back; exp and products do more work
+# per element (docs/performance.md, "Busy machines and threads").
+THREADED_MIN_ELEMENTS = 1 << 17
+THREADED_MIN_ELEMENTS_BY_TERM = {EXP: 1 << 15, PRODUCT: 1 << 16}
+
+
+def threaded(plan: Plan, term: int) -> bool:
+    """Whether the kernels of ``term`` on ``plan`` run on threads (their parallel variants)."""
+    return plan.parallel and plan.n_kept * plan.n_reduced >= THREADED_MIN_ELEMENTS_BY_TERM.get(term, THREADED_MIN_ELEMENTS)
+
+
 def _tasks(plan):
     return plan.n_kept * plan.nchunks
 
@@ -138,8 +152,8 @@ def _geometry(plan, src):
     return (src, plan.base, plan.dims, plan.kept_ndim, plan.nchunks)
 
 
-def _launch(name, plan, *args):
-    return run(table.KERNELS[name], plan.parallel, *args)
+def _launch(name, plan, term, *args):
+    return run(table.KERNELS[name], threaded(plan, term), *args)
 
 
 def _narrow_tile(plan, itemsize):
@@ -158,7 +172,14 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     """The one kernel call that computes ``reduction`` of ``dtype`` data on ``plan`` and stores the
     finished results, or None where the computation takes several steps (chunk partials combined
     after the kernel; a log-sum-exp's max kernel, then its sum kernel; maxima and minima, whose keys
-    are turned back into values)."""
+    are turned back into values). A parallel plan below ``threaded``'s size calls the serial variant."""
+    call = _single_call(reduction, plan, dtype)
+    if call is None or not call.parallel or threaded(plan, reduction.term):
+        return call
+    return call._replace(parallel=False)
+
+
+def _single_call(reduction, plan, dtype):
     if reduction.finish is not None:
         return _finished_call(reduction, plan, dtype)
     if reduction.term == PRODUCT:
@@ -414,7 +435,7 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
         return call(src, result)
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,
+    _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,
             finish_step, result)
     if term == EXP:
         finish.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
@@ -433,7 +454,7 @@ def _int_sums(plan, src, wrapping_term, count, result):
         return
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    _launch(table.INT_SUMS[wrapping_term], plan, *_geometry(plan, src), plan.tile, count, low, high, result)
+    _launch(table.INT_SUMS[wrapping_term], plan, SUM, *_geometry(plan, src), plan.tile, count, low, high, result)
     if wrapping_term:
         finish.finish_int_squares(low, plan.nchunks, result)
     else:
@@ -451,7 +472,7 @@ def _maxima(plan, src, dtype, minimum=False):
     # a min is the max of keys with every bit flipped (kernels.maxima.flipped; -1 is all ones in
     # every key type), flipped back at the end
     flip = -1 if minimum else 0
-    _launch(table.MAX_KEYS[is_float, plan.tile > 1], plan, *_geometry(plan, keys), plan.tile, inf_bits, flip, partial,
+    _launch(table.MAX_KEYS[is_float, plan.tile > 1], plan, KEY, *_geometry(plan, keys), plan.tile, inf_bits, flip, partial,
             nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
@@ -472,7 +493,7 @@ def _int_log_sum_exp(plan, src, dtype, result):
     maxima = _maxima(plan, src, dtype)
     # one chunk per output: the kernel finishes the results itself (no partials)
     totals = _NO_PARTIALS if plan.nchunks == 1 else np.empty(_tasks(plan))
-    _launch("int_sum_exp", plan, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
+    _launch("int_sum_exp", plan, EXP, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
             wide_result, fits_each)
     if plan.nchunks > 1:
         finish.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, wide_result, fits_each)

@@ -100,7 +100,7 @@ def _float64_sums(plan, src, term, scale=1.0):
         return sums
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0, 0,
+    _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0, 0,
             np.empty(0, dtype=src.dtype))
     finish.finish_float_sums(total, comp, plan.nchunks, 1.0, 0, sums)
     return sums
@@ -121,7 +121,7 @@ def products(plan, src, dtype):
         return _as_dtype(result, dtype)
     exponents = np.empty(_tasks(plan), dtype=np.int64)
     mantissas = np.empty(_tasks(plan) if floats else 0)
-    _launch(products_kernel(plan, dtype), plan, *_geometry(plan, src), plan.tile, mantissas,
+    _launch(products_kernel(plan, dtype), plan, PRODUCT, *_geometry(plan, src), plan.tile, mantissas,
             exponents, np.empty(0, dtype=carrier))
     if not floats:
         return np.multiply.reduce(exponents.view(np.uint64).reshape(plan.n_kept, plan.nchunks), axis=1).astype(dtype)

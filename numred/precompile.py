@@ -40,18 +40,29 @@ LAYOUTS = (
     ((3, 2, 2), [1]),  # serial, general geometry
     ((9, 10), [1]),  # serial, one run per output
     ((9, 10), [0]),  # serial, a tile of outputs
+    # parallel plans, each once below _compute.THREADED_MIN_ELEMENTS (their kernels' serial variants,
+    # on the calling thread) and once above it (the parallel variants)
     ((300, 200), [1]),  # parallel rows: four at a time (float64: one split pass each)
+    ((700, 200), [1]),
     ((300, 400), [1], _EVERY_OTHER),  # strided rows
+    ((700, 400), [1], _EVERY_OTHER),
     ((300, 400), [0], _EVERY_OTHER),  # strided columns
+    ((700, 400), [0], _EVERY_OTHER),
     ((3000, 16), [1]),  # short rows (float64: two passes each)
+    ((9000, 16), [1]),
     ((3000, 32), [1], _EVERY_OTHER),  # short strided rows
+    ((9000, 32), [1], _EVERY_OTHER),
     ((16, 3000), [1]),  # long rows (float64: several split pieces)
+    ((48, 3000), [1]),
     ((8192, 1024), [1]),  # rows of an input beyond the cache (one row at a time on AMD Zen)
     ((301, 200), [0]),  # parallel tiles of rows read as wide rows
+    ((701, 200), [0]),
     ((100, 1500), [0]),  # parallel single tiles: the lean float_tiles kernel
     ((100, 300, 4), [1]),  # parallel narrow tiles (integers: the int_tiles kernels)
+    ((100, 400, 4), [1]),
     ((20, 30, 40, 10), [1, 3]),  # parallel, general geometry
     ((30, 40, 50), [0, 2]),  # parallel blocks: a kept axis between two reduced ones
+    ((60, 40, 60), [0, 2]),
     ((4, 300_000), [1]),  # few outputs: chunked runs, combined afterwards
     ((300_000, 4), [0]),  # few narrow tiles: chunked tiles
     ((1_200_000,), None),  # one output: runs long enough to be summed in quarters
