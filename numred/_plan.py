@@ -19,7 +19,8 @@ from .kernels.general import reads_wide_rows
 from .kernels.tiles import narrow_tile
 from ._runtime import get_num_threads
 
-# Below this many elements a parallel launch costs more than it saves (DESIGN.md: about 2 us).
+# From this many elements a plan is parallel: the layout kinds made for threads (tiles, blocks,
+# chunks). Whether its kernel then runs on threads is _compute.threaded's decision.
 PARALLEL_MIN_ELEMENTS = 1 << 15
 # When there are fewer than FEW_TASKS tiles of outputs, each tile's reduced range is cut into chunks
 # of at least CHUNK_MIN_ELEMENTS elements (at most MAX_CHUNKS) so that every thread has work. The

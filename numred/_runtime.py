@@ -199,10 +199,10 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
     if fn is None:
         return lambda f: entry(f, parallel=parallel, name=name, **options)
     options.setdefault("fastmath", False)  # stated, as for every function in numred.kernels
-    # A parallel variant (an input of PARALLEL_MIN_ELEMENTS or more) releases the GIL: other Python
-    # threads run while it computes. A serial variant, on a small input, keeps it: its kernel takes
-    # about as long as handing the GIL to another thread and back, and two threads calling small
-    # inputs made half the calls per second of one when the kernels released it (docs/performance.md).
+    # A parallel variant (an input of _compute.THREADED_MIN_ELEMENTS or more) releases the GIL: other
+    # Python threads run while it computes. A serial variant, on a small input, keeps it: its kernel takes
+    # about as long as handing the GIL to another thread and back, so releasing it slowed threads that
+    # call small inputs (docs/performance.md, "Busy machines and threads").
     options.setdefault("nogil", parallel)
     if name is not None:
         fn.__qualname__ = name

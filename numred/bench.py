@@ -17,7 +17,7 @@ timed too, the memory-bandwidth reference (``numred._bench_timing``).
 ``--dtype-rates`` prints another table instead: numred alone, its elements per second on float32,
 float16, bfloat16 and int32, with each narrower type's rate against float32's. The dtypes are timed
 in turns within each round, so that they see the same machine load (see interleaved_times).
-
+``--busy`` and ``--dask`` print theirs too (``numred._bench_busy``, ``numred._bench_dask``).
 Only the standard library, NumPy and the numred base dependencies are imported at module level.
 """
 from __future__ import annotations
@@ -122,10 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead of the peer table: numred against dask's own reductions on a 4 GiB float32 "
                         "Dask array held by a local cluster of two worker processes (64 MiB with --quick), with "
                         "each result's exactness and the workers' peak memory; needs pip install \"numred[dask]\"")
-    parser.add_argument("--busy", action="store_true",
-                        help="instead of the peer table: float32 ReduceMean with every core kept busy by another "
-                        "process (numred's default threads against numred on one thread and NumPy), then called "
-                        "from a worker thread and from two threads at once")
+    parser.add_argument("--busy", action="store_true", help="instead of the peer table: float32 ReduceMean with "
+                        "every core busy with other processes, then from Python threads (numred._bench_busy)")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="write every measurement (seconds per call) and the run's settings as JSON")
 
@@ -223,10 +221,9 @@ def _check_arguments(args: argparse.Namespace) -> int | None:
     not after minutes of it; None when they can."""
     plot_path = getattr(args, "plot", None)
     json_path = getattr(args, "json", None)
-    for flag in ("dtype_rates", "busy"):
-        if plot_path and getattr(args, flag, False):
-            print(f"--plot draws the peer table's speedups; --{flag.replace('_', '-')} has none", file=sys.stderr)
-            return 2
+    if plot_path and (getattr(args, "dtype_rates", False) or getattr(args, "busy", False)):
+        print("--plot draws the peer table's speedups; --dtype-rates and --busy have none", file=sys.stderr)
+        return 2
     if plot_path:
         msg = check_matplotlib()
         if msg:
@@ -557,7 +554,6 @@ def run(args: argparse.Namespace, out=None) -> int:
         return status
 
     import numba
-
     import numred
 
     threads = args.threads if args.threads is not None else numba.get_num_threads()
@@ -570,11 +566,9 @@ def run(args: argparse.Namespace, out=None) -> int:
         return run_dtype_rates(args, out, _versions(numred, numba), threads)
     if getattr(args, "busy", False):
         from numred import _bench_busy
-
         return _bench_busy.run(args, out, _versions(numred, numba), threads)
     if getattr(args, "dask", False):
         from numred import _bench_dask
-
         return _bench_dask.run(args, out)
 
     dtype = dtype_from_name(args.dtype)

@@ -321,6 +321,34 @@ def test_dtype_rates_refuses_plot(capsys, tmp_path):
     assert status == 2 and "--dtype-rates" in capsys.readouterr().err
 
 
+def test_busy_refuses_plot(capsys, tmp_path):
+    status = bench.run(parse(["--busy", "--plot", str(tmp_path / "p.png")]))
+    assert status == 2 and "--busy" in capsys.readouterr().err
+
+
+def test_busy_tables(monkeypatch, tmp_path):
+    # every case of both tables, with the busy processes started and gone again; one small case each
+    from numred import _bench_busy
+
+    monkeypatch.setattr(_bench_busy, "CONTENDED_CASES", (((64, 512), (1,)),))
+    monkeypatch.setattr(_bench_busy, "THREAD_CASES", (((8, 2000), (1,)),))
+    monkeypatch.setattr(_bench_busy, "THREAD_SECONDS", 0.02)
+    started = []
+    popen = _bench_busy.subprocess.Popen
+    monkeypatch.setattr(_bench_busy.subprocess, "Popen", lambda *a, **k: started.append(popen(*a, **k)) or started[-1])
+    json_path = tmp_path / "busy.json"
+    out = io.StringIO()
+    assert bench.run(parse(["--busy", "--quick", "--rounds", "1", "--json", str(json_path)]), out=out) == 0
+    assert started and all(loop.poll() is not None for loop in started)
+    report = json.loads(json_path.read_text())
+    [contended] = report["contended"]
+    assert contended["case"] == "64x512 over [1]"
+    assert all(contended[name] > 0 for name in ("numred", "numred, one thread", "numpy"))
+    [threaded] = report["threads"]
+    assert all(threaded[name] > 0 for name in ("main thread", "worker thread", "two threads", "numpy, two threads"))
+    assert "64x512 over [1]" in out.getvalue() and "8x2000 over [1]" in out.getvalue()
+
+
 class _WrongPeer(_bench_peers.Peer):
     """The fastest peer there can be (its answer is computed in prepare) and a wrong one: numred's
     integer mean plus two, at least 1 away from the real mean whichever way it was rounded."""

@@ -1,6 +1,7 @@
 """The parallel kernels the drivers launch by name: {name: (serial variant, parallel variant)}.
-The serial variant computes the same chunks in the same order: for small inputs of the row
-kernels, and for forked children, which cannot start OpenMP threads (``numred._runtime``).
+The serial variant computes the same chunks in the same order: for inputs below the size where a
+launch on threads pays (``numred._compute.threaded``), for a thread that finds a workqueue launch
+running, and for forked children of a parent that launched on OpenMP (``numred._runtime``).
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from .rows import (float_rows_extrema, float_rows_log_sum_exp, int_largest_magni
                    int_rows_log_sum_exp)
 from .tiles import _float_tiles_for, _int_tiles_for
 
-# Two compiled variants of each kernel: a parallel launch costs microseconds (DESIGN.md), so small
-# inputs take the serial one. The compensated steps must not be reassociated, so only the inner
+# Two compiled variants of each kernel: a parallel launch costs microseconds (docs/architecture.md,
+# "Execution model"), so small inputs take the serial one. The compensated steps must not be reassociated, so only the inner
 # _float_run carries FASTMATH.
 # KERNELS names of the float kernels per mode: general layouts, single runs (_float_rows_for), single
 # tiles (_float_tiles_for) and single blocks (_float_blocks_for; log-sum-exps: float_blocks_log_sum_exp)
