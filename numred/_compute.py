@@ -141,7 +141,8 @@ THREADED_MIN_ELEMENTS_BY_TERM = {EXP: 1 << 15, PRODUCT: 1 << 16}
 
 def threaded(plan: Plan, term: int) -> bool:
     """Whether the kernels of ``term`` on ``plan`` run on threads (their parallel variants)."""
-    return plan.parallel and plan.n_kept * plan.n_reduced >= THREADED_MIN_ELEMENTS_BY_TERM.get(term, THREADED_MIN_ELEMENTS)
+    least = THREADED_MIN_ELEMENTS_BY_TERM.get(term, THREADED_MIN_ELEMENTS)
+    return plan.parallel and plan.n_kept * plan.n_reduced >= least
 
 
 def _tasks(plan):
@@ -472,8 +473,8 @@ def _maxima(plan, src, dtype, minimum=False):
     # a min is the max of keys with every bit flipped (kernels.maxima.flipped; -1 is all ones in
     # every key type), flipped back at the end
     flip = -1 if minimum else 0
-    _launch(table.MAX_KEYS[is_float, plan.tile > 1], plan, KEY, *_geometry(plan, keys), plan.tile, inf_bits, flip, partial,
-            nans)
+    _launch(table.MAX_KEYS[is_float, plan.tile > 1], plan, KEY, *_geometry(plan, keys), plan.tile, inf_bits, flip,
+            partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         finish.finish_max(partial, plan.nchunks, keys)

@@ -100,8 +100,8 @@ def _float64_sums(plan, src, term, scale=1.0):
         return sums
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp, 1.0, 0,
-            np.empty(0, dtype=src.dtype))
+    _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp,
+            1.0, 0, np.empty(0, dtype=src.dtype))
     finish.finish_float_sums(total, comp, plan.nchunks, 1.0, 0, sums)
     return sums
 

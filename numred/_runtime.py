@@ -30,18 +30,17 @@
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import glob
 import hashlib
+import importlib.metadata
 import os
 import stat
+import sys
 import tempfile
 import threading
 import types
-
-import ctypes
-import importlib.metadata
-import sys
 
 import numba
 from numba import njit
@@ -50,7 +49,6 @@ try:
     import fcntl
 except ImportError:  # not POSIX: cache saves go without the inter-process lock
     fcntl = None
-
 
 
 def load_tbb() -> str | None:
@@ -200,9 +198,9 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
         return lambda f: entry(f, parallel=parallel, name=name, **options)
     options.setdefault("fastmath", False)  # stated, as for every function in numred.kernels
     # A parallel variant (an input of _compute.THREADED_MIN_ELEMENTS or more) releases the GIL: other
-    # Python threads run while it computes. A serial variant, on a small input, keeps it: its kernel takes
-    # about as long as handing the GIL to another thread and back, so releasing it slowed threads that
-    # call small inputs (docs/performance.md, "Busy machines and threads").
+    # Python threads run while it computes. A serial variant, on a small input, keeps it: its kernel
+    # takes about as long as handing the GIL to another thread and back, so releasing it slowed
+    # threads that call small inputs (docs/performance.md, "Busy machines and threads").
     options.setdefault("nogil", parallel)
     if name is not None:
         fn.__qualname__ = name

@@ -16,8 +16,8 @@ from .rows import (float_rows_extrema, float_rows_log_sum_exp, int_largest_magni
 from .tiles import _float_tiles_for, _int_tiles_for
 
 # Two compiled variants of each kernel: a parallel launch costs microseconds (docs/architecture.md,
-# "Execution model"), so small inputs take the serial one. The compensated steps must not be reassociated, so only the inner
-# _float_run carries FASTMATH.
+# "Execution model"), so small inputs take the serial one. The compensated steps must not be
+# reassociated, so only the inner _float_run carries FASTMATH.
 # KERNELS names of the float kernels per mode: general layouts, single runs (_float_rows_for), single
 # tiles (_float_tiles_for) and single blocks (_float_blocks_for; log-sum-exps: float_blocks_log_sum_exp)
 FLOAT_SUMS = {mode: f"float_{name}" for mode, name in MODE_NAMES.items()}
