@@ -4,7 +4,7 @@ Nothing here calls numred. Values are computed with Python ints, ``fractions.Fra
 ``math.fsum``/``math.exp``/``math.log``; NumPy is used only to move axes around and to convert
 between dtypes (conversions that are exact, see below).
 
-The oracle follows shared/SEMANTICS.md:
+The oracle follows docs/SEMANTICS.md:
 
 * floats (float16, bfloat16, float32, float64):
   - ReduceMean: the exact rational mean. numred accumulates in float64 and rounds once, so a result

@@ -1,6 +1,6 @@
 """Large inputs that take numred's parallel paths (KR, RK, R, KRK, RKR patterns), checked against
 float64/int64 NumPy oracles whose exactness is argued next to each one (never numred's code), and
-the thread-count rules of shared/SEMANTICS.md.
+the thread-count rules of docs/SEMANTICS.md.
 
 Data families:
 * "grid" floats: k / 8 (float32, float16) or k / 4 (bfloat16) for small integers k. Every value,
