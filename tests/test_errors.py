@@ -1,4 +1,4 @@
-"""Every error row of shared/SEMANTICS.md: the exception type, a message that names the problem, and
+"""Every error row of docs/SEMANTICS.md: the exception type, a message that names the problem, and
 the input left untouched."""
 from __future__ import annotations
 

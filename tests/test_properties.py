@@ -1,6 +1,6 @@
 """Property tests: numred against the independent oracle (tests/oracle.py) over all eight dtypes,
 ranks 0-5, zero-size dimensions, every memory layout and every form of the arguments; plus targeted
-tests of the value rows of shared/SEMANTICS.md."""
+tests of the value rows of docs/SEMANTICS.md."""
 from __future__ import annotations
 
 import math
