@@ -47,7 +47,7 @@ def _round_to_integer(t):
 @njit(fastmath=FASTMATH)
 def exp_nonpositive(x):
     """exp(x) for x <= 0 (after the max shift), within about 2 ulp, in a form LLVM vectorises: Numba's
-    math.exp is a scalar libm call (DESIGN.md). exp(x) = 2**k * exp(r), |r| <= ln(2)/2, exp(r) by the
+    math.exp is a scalar libm call, which no loop vectorises around. exp(x) = 2**k * exp(r), |r| <= ln(2)/2, exp(r) by the
     polynomial of _EXP_Q, evaluated by Estrin's scheme for instruction-level parallelism. Below -708,
     exp(x) < 2**-1021 cannot move a sum holding exp(0): 0. Such x (and -inf) are not clamped first;
     their garbage k and r go into a value the last line discards. Against the degree-13 Taylor
