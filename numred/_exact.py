@@ -20,8 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 # rows are processed in blocks of at most this many elements (_blocks), to bound the temporaries:
-# a few of 512 KiB each, which stay in the cache (the exact sums of squares of one int64 row of 4M
-# elements took 31 ms in blocks of 2**16 elements, 75 ms in blocks of 2**22)
+# a few of 512 KiB each, which stay in the cache (much larger blocks fall out of it and are slower)
 _BLOCK_ELEMENTS = 1 << 16
 # exp(-d) is 0.0 in float64 from this distance on
 _LAST_DISTANCE = 746

@@ -22,8 +22,8 @@ class OneLaunch:
     front end runs the driver (compute), which retries an overflowing sum rescaled or raises
     Undecided. In parallel
     calls, after a kernel has streamed its data, each Python step of them runs on cold caches, and
-    together they were a tenth of a 1000x1000 float32 mean (about 10 us of 70); small serial calls
-    are mostly such steps.
+    together they are a noticeable share even of a large call; small serial calls are mostly such
+    steps.
 
     The first call of each variant (serial, parallel) goes through Numba's dispatcher, which checks
     the argument types, on the carrier views the kernels are compiled for (read-only input, float16
@@ -32,8 +32,8 @@ class OneLaunch:
     no read-only flag. That is safe because every later call has the same argument types by
     construction (same dtype, 1-D and C-contiguous, the same argument objects), and the entry point
     reads an array's data, shape and strides without looking at its dtype or flags, so the 16-bit
-    floats arrive as the integers they are compiled for. Small calls (3x2x2, 64x64) took 0.79-0.80x
-    the time for float32, 0.66-0.68x for float16 and bfloat16, 0.72-0.82x for int32 and int64."""
+    floats arrive as the integers they are compiled for. Small calls, where the dispatch is a large
+    share of the time, gain most."""
 
     __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "undecided", "finite", "lowest", "calls")
 
@@ -67,8 +67,8 @@ class OneLaunch:
         ``threads`` threads and Numba now has another count; the caller then takes the general path.
         It leaves out every step a repeat has no use for: a serial launch calls its variant's entry
         point (calls[0], once its first call has resolved it), a parallel one goes through run() for
-        its lock and its rule after a fork. Small float32 calls (3x2x2, 64x64) took 0.69-0.81x the
-        time, 2.1-2.6 us before; 1000x1000 over axis 1 (parallel) 0.97-0.99x."""
+        its lock and its rule after a fork. That matters for small calls; on large parallel ones
+        the kernel's time dominates."""
         calls = self.calls
         parallel_launch = functools.partial(run, calls, True) if self.parallel else None
         args, dtype, finite, lowest, undecided = self.args, self.dtype, self.finite, self.lowest, self.undecided
@@ -97,7 +97,7 @@ class OneLaunch:
 def one_launch(reduction: Reduction, plan: Plan, dtype: np.dtype) -> OneLaunch | None:
     """The OneLaunch of ``reduction`` on ``plan`` for repeated calls, or None where the computation is
     not one kernel call (kernel_call). A float64 mean's results must be finite: an overflowing sum of
-    finite values is retried rescaled (compute). Repeated float64 3x2x2 and 64x64 means took 0.83
-    and 0.52x the time as one launch."""
+    finite values is retried rescaled (compute), so a float64 mean's OneLaunch checks that they
+    are and leaves a call whose results are not to the driver."""
     call = kernel_call(reduction, plan, dtype)
     return None if call is None else OneLaunch(call, dtype)

@@ -34,10 +34,8 @@ MAX_TILE = 1 << 14
 MIN_SERIAL_TILE = 8
 # Fewer than FEW_TASKS tiles: the tiles are first cut into narrower ones, at least MIN_SPLIT_TILE
 # wide, until every thread has as many; each output's sum stays in one task and needs no combining
-# step. On 1000x1000 axis 0 with 2 threads, two tiles of 500 took 95 us where eight chunks of the
-# full-width tile and their combination took 163 us (8192x16384 axis 0: 26.6 against 29.0 ms;
-# 16x100000 axis 0, 7 tiles cut to 8 instead of chunked: 66 against 669 us). Only when there are
-# still fewer tiles than threads is the reduced range cut into chunks.
+# step, where chunks of the full-width tile would add partials to write and a pass to combine them.
+# Only when there are still fewer tiles than threads is the reduced range cut into chunks.
 MIN_SPLIT_TILE = 256
 
 
@@ -124,14 +122,13 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     rows = n_kept // kept_dims[-1][0]
     n_inner = kept_dims[-1][0]
     per_row = -(-n_inner // tile)  # tiles per row of the inner kept axis, all of one width (but the last)
-    # one thread: chunks of the reduced range only add partials to write and combine (a column
-    # reduction of 2048x16384 float32 took 0.61x the time without its 16 chunks, 1000x1000 0.72x)
+    # one thread: chunks of the reduced range only add partials to write and combine
     enough_tasks = 1 if threads == 1 else FEW_TASKS
     if threads > 1 and tile > 1 and rows * per_row < FEW_TASKS:
         # Few tiles: cut them narrower (at least MIN_SPLIT_TILE wide) until every thread has as many,
-        # or there are FEW_TASKS, and chunk only if that leaves fewer tiles than threads. 16x100000
-        # float32 axis 0 had 7 tiles, so two chunks of 8 rows, and took 950 us, 14x torch's time:
-        # most of it writing, and combining in one thread, two partial sums per output.
+        # or there are FEW_TASKS, and chunk only if that leaves fewer tiles than threads: with many
+        # outputs, writing partial sums per output and combining them in one thread can cost more
+        # than the reduction itself.
         while rows * per_row % threads and rows * per_row < FEW_TASKS and n_inner // (per_row + 1) >= MIN_SPLIT_TILE:
             per_row += 1
         enough_tasks = threads
@@ -185,20 +182,21 @@ def make_plan(x: np.ndarray, reduced_axes: tuple[int, ...]) -> tuple[Plan, np.nd
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes)
     if (plan.single_block or plan.parallel and plan.tile >= 2 * MIN_SPLIT_TILE and plan.n_kept // plan.tile < FEW_TASKS
             or plan.nchunks > 1 and get_num_threads() == 1 and x.dtype != np.float64):
-        # Few wide tiles: cut per thread instead of chunked (asking the thread count costs 1.2 us,
-        # _runtime.get_num_threads); with one thread, no chunks (_layout). Narrower floats are
+        # Few wide tiles: cut per thread instead of chunked (the thread count is asked only here,
+        # where a plan needs it: asking has a cost, _runtime.get_num_threads); with one thread, no
+        # chunks (_layout). Narrower floats are
         # summed in float64, integers exactly, so with or without chunks their results differ by no
         # more than the last bit. Float64 data's compensated sums would round differently where the
         # sum cancels, so its tiles are never chunked, with one thread or many: a column's sum is
-        # then the same whatever the tile's width (1000x1000 axis 0: 56-60 us in two tiles of 500,
-        # 83 us in eight chunks). Single blocks: a group of outputs per thread (their results do not
+        # then the same whatever the tile's width (and tiles cut narrower are also faster than
+        # chunks). Single blocks: a group of outputs per thread (their results do not
         # depend on the grouping).
         plan = _layout(x.shape, x.strides, x.itemsize, reduced_axes, get_num_threads(), x.dtype == np.float64)
     # src is always read-only: the kernels never write the input, and Numba types read-only arrays
     # apart from writeable ones, so one kind of src means one compiled kernel per dtype, not two
     if x.flags.c_contiguous:
         src = x.reshape(-1)
-        src.setflags(write=False)  # a view: x itself is untouched (setflags: half the cost of .flags)
+        src.setflags(write=False)  # a view: x itself is untouched (setflags: cheaper than .flags)
     else:  # a 1-D view from the lowest address the input touches over all the memory it spans
         first = x[tuple(slice(n - 1, n) if s < 0 else slice(0, 1) for n, s in zip(x.shape, x.strides))]
         src = as_strided(first, shape=(plan.span,), strides=(x.itemsize,), writeable=False)

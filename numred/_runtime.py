@@ -257,9 +257,9 @@ except ImportError:  # moved: numba.get_num_threads() alone
 
 def get_num_threads() -> int:
     """``numba.get_num_threads()`` without its per-call lock once Numba's threads are up. Numba's
-    function takes a multiprocessing lock on every call, which cost 6-12 us right after a parallel
-    kernel had streamed 4 MB through the caches; the threading layer's own query (an internal name,
-    checked here) took 1.2 us. Some plans depend on the thread count, so repeated calls ask for it."""
+    function takes a multiprocessing lock on every call, costly right after a parallel kernel has
+    streamed its data through the caches; the threading layer's own query (an internal name,
+    checked here) is much cheaper. Some plans depend on the thread count, so repeated calls ask for it."""
     if getattr(_numba_parallel, "_is_initialized", False):
         query = getattr(_numba_parallel, "_get_num_threads", None)
         if query is not None:

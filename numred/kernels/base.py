@@ -63,8 +63,8 @@ def inlined(fn):
 def _view(typingctx, src, start, stop):
     """src[start:stop] for 0 <= start <= stop <= len(src), without a slice's bounds arithmetic
     (clamping, negative starts) and without a reference to src's memory (as _borrowed). Short float64
-    rows handed to their split sums as slices took 1.25-2x the time of these views (20000x100,
-    100000x16; 2 threads, AMD Zen 4), where LLVM did not inline the call for the slice."""
+    rows handed to their split sums as slices are markedly slower than with these views: LLVM does
+    not inline the call for the slice."""
 
     def codegen(context, builder, signature, args):
         whole = context.make_array(signature.args[0])(context, builder, args[0])
@@ -83,8 +83,8 @@ def _borrowed(typingctx, array):
     """``array`` as a borrowed reference: the same array without its memory's reference count, so
     that what Numba increments and decrements around every call it is handed to, and for every
     slice of it, is nothing. Those counts are atomic: with two threads handing the same input to a
-    call per row, the two cores fought over the count's cache line: float32 20000x100 means and
-    sums of squares took 1.3-1.4x the time of borrowed ones (2 threads, AMD Zen 4). Each kernel
+    call per row, the two cores fight over the count's cache line, which slows calls per row
+    noticeably. Each kernel
     borrows the arrays it reads while the caller holds them, never one it writes: Numba takes the
     borrowed array for a new one of the kernel's own, and drops a parallel loop whose only effect
     is to store into it (int_rows then wrote nothing)."""

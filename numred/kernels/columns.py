@@ -17,19 +17,19 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
     """acc[w] += the terms (as in _float_run: x * scale, x * x, exp(x - max), |x|) of element w of
     ``nrows`` (1, 4, or 8 but not for SUM_EXP) rows of a tile. Tiles exist only over contiguous kept
     elements, so a row is a contiguous run. Several rows per call cut the traffic to ``acc``: eight
-    instead of four took 0.79-0.84x the time on 32x64x56x56 float32 axis 1 (in-process A/B; float16
-    and float64 unchanged). Eight rows' terms are added as one chain of x * scale (multiply-adds, by
-    contraction): on Zen 4 conversions and additions share two pipes and multiply-adds have two
-    others, and float16 and bfloat16 column means took 0.89-0.96x the time of a tree of additions
-    (float32, float64 and int32 unchanged; sums of squares 0.95-1.03x, left as a tree)."""
+    halve it again against four (a gain for float32; no loss for float16 and float64). Eight rows'
+    terms are added as one chain of x * scale (multiply-adds, by contraction): on Zen 4 conversions
+    and additions share two pipes and multiply-adds have two others, which frees those two pipes for
+    the float16 and bfloat16 conversions of column means (sums of squares gain nothing so, and stay
+    a tree)."""
 
 
 @functools.cache
 def _float_columns_for(nrows, mode):
     """_float_columns for ``nrows`` rows and one ``mode``, constants: the other row counts' and modes'
-    loops are pruned. Numba does not prune branches on an argument's literal value, and each
-    call of the one function with every branch compiled in cost 0.6-0.9 s: 13-14 s of a dtype's
-    precompile over 14 (rows, mode) pairs."""
+    loops are pruned. Numba does not prune branches on an argument's literal value, and with
+    every branch compiled into each call of the one function, those calls made up most of a dtype's
+    precompile time."""
 
     @njit_for(nrows, mode, fastmath=FASTMATH)
     def float_columns(src, offset, step, width, scale, maxima, k0, acc):
@@ -116,8 +116,7 @@ def _fold(acc, totals, comps):
     for j0 in range(0, acc.size, width):  # no j % width: a division per element costs more than the add
         for w in range(width):
             # Knuth's TwoSum: the same exact error as _neumaier's, without its branch on the
-            # magnitudes, which the data decides (narrow float64 tiles of 1000x500x4 and 256x1024x8:
-            # 0.90-0.94x the time, in-process A/B)
+            # magnitudes, which the data decides
             total, value = totals[w], acc[j0 + w]
             t = total + value
             back = t - total

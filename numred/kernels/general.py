@@ -26,15 +26,13 @@ from .store import _finish_sum, compensation_block, finished, store_rounded
 # inner loops stay long enough to vectorise.
 WIDE_ROW = 2048
 # ... but a task reads at least this many wide rows: its accumulators (one per element of a wide
-# row) are allocated and folded once per task, and with few rows per task that cost more than the
-# reads. 256x1024x8 axis 1 (1024 rows of 8 per task) took 195 us in 4 wide rows of 2048 elements
-# and 85-100 us in wide rows of 128-256; 4194304x4 axis 0 (chunks of 262144 rows) wants all 2048.
+# row) are allocated and folded once per task, and with few rows per task that costs more than the
+# reads. A task with few rows thus takes narrower wide rows; one with many rows takes the full
+# WIDE_ROW.
 MIN_WIDE_ROWS = 64
-# The maxima of a tile (or of wide rows) take eight rows per pass from this width on, four below it.
-# Eight against four, in-process in turns: 0.85-0.96x the time on wide tiles of float32, float16,
-# int32 and float64 (1000x1000 over axis 0, 4096x4096 over axis 0, 32x56x56x64 over [1, 2],
-# 32x64x56x56 over axis 1, 4194304x4 over axis 0), 1.10x on bfloat16 256x1024x8 over axis 1 (wide
-# rows of 128 elements).
+# The maxima of a tile (or of wide rows) take eight rows per pass from this width on, four below it:
+# eight rows per pass means fewer passes over the tile's accumulators, which pays on wide tiles; on
+# narrower ones the longer loop body costs more than it saves.
 EIGHT_ROWS_MIN_WIDTH = 256
 
 
@@ -55,8 +53,8 @@ def reads_wide_rows(n_inner, tile, step, n_rows):
 
 def _float_sums_for(mode):
     """The float_sums kernel for one ``mode`` (SUM, SUM_SQUARES, SUM_EXP, SUM_ABS), fixed at compile time: LLVM
-    then keeps only that mode's loops and inlines them. With the mode a runtime argument, rows of
-    100-1000 elements took 1.3-2.2x as long (the per-row call and set-up were not optimised away)."""
+    then keeps only that mode's loops and inlines them. With the mode a runtime argument the per-row
+    call and its set-up would not be optimised away, a real cost on short rows."""
 
     def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, finish,
                    result):
@@ -103,8 +101,8 @@ def _float_sums_for(mode):
                 # each allocation counts.)
                 # Fewer rows than a block, in accumulators of their own (no wide rows): their plain
                 # sums are what the compensated fold would give (0 + acc[w], exactly), so float64
-                # skips the fold and its arrays (16x100000 float64 over axis 0: 0.65-0.68x the time,
-                # 64x20000 0.89-0.90x, in-process A/B).
+                # skips the fold and its arrays (work proportional to the width, which matters for
+                # short, wide tiles).
                 compensated = block < NEVER and (m > 1 or end - pos >= block)
                 totals = np.zeros(width) if compensated else acc[:0]
                 comps = np.zeros(width) if compensated else acc[:0]
@@ -113,8 +111,8 @@ def _float_sums_for(mode):
                     for j0 in range(0, wide, width):
                         column_max[j0:j0 + width] = maxima[k0:k0 + width]
                 # The most terms one accumulator has taken since the last fold (at most block): a wide
-                # row gives each accumulator one term (counting real rows instead folded 4194304x4's
-                # wide rows of 512 rows after every call).
+                # row gives each accumulator one term (counting real rows instead would fold after
+                # nearly every call when a wide row holds hundreds of rows).
                 terms = 0
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
@@ -242,12 +240,11 @@ def _max_keys_for(float_bits, tiles):
     min), widened (as_wide), and whether it saw a NaN (out_nans 1, else 0). Integer data: the max
     value. Float data (``float_bits``): ``src`` is a signed integer view of the bits, the max is a
     float_key, and magnitudes above ``inf_bits`` (the bits of +inf) are NaNs. Tiles as in
-    float_sums. Everything before the widening stays in src's own type (float_key): with the
-    allocations gone from one-output tasks, the maxima of 1000x1000 took 0.13-0.50x the time
-    (float16 axis 0 to int32 axis 1; 2 threads, in-process A/B) and log-sum-exp 0.66-0.90x.
+    float_sums. Everything before the widening stays in src's own type (float_key), and tasks of
+    one output allocate no arrays: with many outputs, per-task allocations would cost more than the
+    reads (this matters for log-sum-exp too, whose maxima come from here).
     ``tiles`` (a constant, with float_bits) says whether the tasks are tiles of outputs (tile > 1) or
-    single outputs: a first call compiles the code of one of them (a first float16 min over 64x32x32
-    axes [0, 2] compiled both in 5.6 s)."""
+    single outputs: a first call compiles the code of only one of them, as compiling both is slow."""
 
     def max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, flip, out_max, out_nans):
         src = _borrowed(src)
@@ -260,7 +257,7 @@ def _max_keys_for(float_bits, tiles):
             lowest = lowest_key(src[origin])
             # every magnitude is at least 0, in src's type; integer data has none (passed through)
             zero = magnitude_bits(lowest) if float_bits else lowest
-            if not tiles:  # scalars: a task per output allocated two arrays before
+            if not tiles:  # scalars: one task per output, no arrays allocated
                 best, top_magnitude = lowest, zero
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
@@ -311,15 +308,13 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
     """Sum of exp(x - max) per (output, chunk), each term looked up by the exact integer distance
     max - x (exp_of_minus_distance). With tile > 1 a task reads the reduced rows of ``tile``
     neighbouring outputs (narrow ones back to back as wide rows), as float_sums does, instead of one
-    strided column per output. On leading reduced axes (1000x1000 to 8192x16384, 4194304x4, int32 and
-    int64) that took 0.15-0.94x the time, int64 gaining most (4096x4096 axis 0: 0.20x), int32 least:
-    its tiles went through the float kernel with the exp polynomial before (in-process A/B). Four (wide)
-    rows per call (_int_exp_columns4) then took 0.56-0.93x the time again on leading axes of 32-bit
-    types and 0.63-0.70x on 64-bit ones, except 4096x4096 axis 0 (1.02-1.05x) (AMD Zen 5).
+    strided column per output: on leading reduced axes the reads are contiguous rows, and integer
+    tiles need not go through the float kernel and its exp polynomial. Four (wide) rows per call
+    (_int_exp_columns4) cut the traffic to the accumulators to a quarter.
 
     Without partial arrays (size 0; one chunk per output) the task finishes its outputs itself
-    (_int_log_sum_exp) into ``result`` and ``fits``, as float_sums does: the separate serial finishing
-    pass took 0.8 ms of a 3.4 ms int32 log-sum-exp over 32x64x56x56 axis 1 (100352 outputs)."""
+    (_int_log_sum_exp) into ``result`` and ``fits``, as float_sums does: with many outputs a separate serial
+    finishing pass would be a large share of the whole."""
     src, maxima = _borrowed(src), _borrowed(maxima)
     kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
     nr = np.prod(rshape)

@@ -78,17 +78,15 @@ def _halves_run_impl(src, offset, n, step):
                     total += np.int64(run[i])
             elif step == 2 and n >= EVERY_OTHER_MIN_RUN:
                 # every other element over the whole span, the others zeroed, as _every_other_sum
-                # (vectorised): 4000x3000, 1000x2000, 300x8000 and 100000x64 int32 and uint32 rows
-                # 0.21-0.65x the time of the lanes below, 64-bit ones (wide) 0.24-0.51x but 1.0-1.1x
-                # on 4000x3000 (memory-bound), sums of squares (_term_run, x * x) 0.18-0.55x
+                # (vectorised): faster than the lanes below, for sums of squares (_term_run) and
+                # 64-bit data (wide) too, unless memory bounds both
                 span = _view(src, offset, offset + every_other_span(src, offset, n))
                 for i in range(span.size):
                     total += np.int64(span[i]) & ((i & 1) - 1)
             elif step > 0 and n >= STRIDED_LANES_MIN_RUN:
-                # in lanes, as _float_run's float32 runs: as one chain, every other element of
-                # 4000x3000 int32, int64 and uint64 rows took 2.4-3.3x as long (in the L3 cache,
-                # 300x8000 int32 rows 0.8-0.9x). One int64 sum per lane: the halves' two sums, as
-                # in the 64-bit branch below, took 1.1-1.2x as long.
+                # in lanes, as _float_run's float32 runs: one chain of dependent additions would be
+                # bound by its latency on long strided runs. One int64 sum per lane: cheaper than
+                # the halves' two sums, as in the 64-bit branch below.
                 run = src[offset:offset + (n - 1) * step + 1:step]
                 lanes = np.zeros(STRIDED_LANES, np.int64)
                 whole = n - n % STRIDED_LANES
@@ -213,8 +211,8 @@ def _term_run(src, offset, n, step, wrapping_term):
 def squares_and_largest_run(src, offset, n, step):
     """(sum of x * x modulo 2**64, max |x|) over one run of n >= 1 elements, as uint64, in one loop
     that vectorises: the max |x| from the run's min and max in its own integer type, whose lanes are
-    as narrow as the data (int32 |x| in uint64 lanes took 1.1x the time, and a second pass for the
-    magnitudes 1.2-1.45x)."""
+    as narrow as the data (|x| in uint64 lanes, or a second pass for the magnitudes, would be
+    slower)."""
     lowest = highest = src[offset]
     total = _U64(0)
     if step == 1:
@@ -292,10 +290,8 @@ def _int_columns4(r0, r1, r2, r3, wrapping_term, low_acc, high_acc):
 @njit(fastmath=False)
 def _int_columns8(src, start, step, width, wrapping_term, low_acc, high_acc):
     """_int_columns over element i of eight rows ``step`` apart, for sums of squares and for sums of
-    ``narrow`` data (not the halves of 64-bit data): an eighth of the traffic to the accumulators.
-    Against four rows per pass, in-process A/B: 32x64x56x56 axis 1 sums of squares, int32 0.83x and
-    uint32 0.88x the time; 4194304x4 axis 0 means (past EXACT_FLOAT_INT_COUNT rows), int32
-    0.73-0.89x and uint32 0.83-0.86x (AMD Zen 4); serial 2000x16 axis 0 means 0.87-0.90x."""
+    ``narrow`` data (not the halves of 64-bit data): an eighth of the traffic to the accumulators,
+    half that of four rows per pass (_int_columns4)."""
     r0 = _view(src, start, start + width)
     r1 = _view(src, start + step, start + step + width)
     r2 = _view(src, start + 2 * step, start + 2 * step + width)
@@ -331,8 +327,7 @@ def low_accumulators(src, result, n):
     """n zeroed ``low_acc`` accumulators of a tile (int_sums). For data of 32 bits or fewer they hold
     only wrapping sums of squares; where ``result`` keeps only the low 32 bits of those sums (a
     ReduceSumSquare's results in the data's dtype): uint32, and LLVM then narrows the products and
-    sums to 32-bit lanes, twice as many per vector as 64-bit ones (int32 32x64x56x56 axis 1 sum of
-    squares: 1.5 -> 0.7-0.95 ms, float32 0.65-0.9 ms). Otherwise (ReduceL2's sums of squares
+    sums to 32-bit lanes, twice as many per vector as 64-bit ones. Otherwise (ReduceL2's sums of squares
     modulo 2**64, into uint64 results) uint64."""
 
 

@@ -14,7 +14,7 @@ mantissa in [1, 2) multiplied in float64, its exponent added as an integer, one 
 SPLIT_BLOCK elements, in a loop that vectorises (one running product renormalised every six
 factors waits on each multiplication). A run that holds a zero, an infinity or a NaN has its
 product decided by those (_special_factor); one with subnormals is split again, as float64 values.
-In a tile, whose lanes are independent, the split was slower than a few factors per renormalisation.
+In a tile, whose lanes are independent, the split is slower than a few factors per renormalisation.
 float64 data is split the same way: contiguous runs in blocks (_split_block_float64; a block
 holding a zero, a subnormal, an infinity or a NaN split again branch-free, _split_specials_block),
 strided runs factor by factor (_times_float64), a tile's columns branch-free (_split_float64),
@@ -49,17 +49,18 @@ _SMALLEST_NORMAL = 2.0**-1022
 _SUBNORMAL_SCALE = 2.0**64
 # an exponent beyond this overflows or underflows float64 whatever the mantissa in [1, 2)
 _EXPONENT_LIMIT = 4000
-# factors of a narrow float between renormalisations (module docstring); with four, tiles took
-# 1.05-1.35x the time and strided runs 1.2-1.4x (float32, float16, bfloat16; in-process A/B)
+# factors of a narrow float between renormalisations (module docstring): the most the range allows,
+# so that tiles and strided runs renormalise as rarely as possible
 NARROW_GROUP = 6
 SPLIT_MIN = 128  # contiguous narrow-float runs from this length are split (_split_run_product)
 # elements of a contiguous narrow-float run whose mantissas in [1, 2) are multiplied before one
 # renormalisation (_split_block): their product stays below 2**1000, and times a mantissa below 2
-# inside float64's range (rows of 1000 float32 elements in one block: 0.9x the time of two of 512)
+# inside float64's range; as large as that allows, for fewer renormalisations (a row of up to 1000
+# elements is one block)
 SPLIT_BLOCK = 1000
 # float64 tiles narrower than this read back-to-back rows as wide rows (general._rows_per_wide_row):
-# 4194304x4 over axis 0 took 0.26-0.35x the time, 256x1024x8 over axis 1 0.70-0.77x; tiles of 16 and
-# 64 columns took 1.2x and 2.1x (100000x16 over axis 0, 32x56x56x64 over [1, 2]), processes in turns
+# that pays for tiles of a few columns, whose own rows are too short for the loops; from this width
+# on, the tile's rows are long enough and wide rows cost more than they save
 FLOAT64_WIDE_ROWS_BELOW = 16
 _F32_MANTISSA_AND_SIGN = np.uint32(0x807FFFFF)
 _F32_ONE_EXPONENT = np.uint32(127 << 23)
@@ -126,7 +127,7 @@ def finished_product(m, e):
 def _u32_op(name):
     """An intrinsic for one uint32 operation (``add``, wrapping; ``min``; ``max``) that stays 32
     bits wide: Numba widens integer arithmetic to 64 bits, and the exponent lanes of _split_block
-    were then eight to a vector instead of sixteen (1.4x the time)."""
+    would then be eight to a vector instead of sixteen."""
 
     @intrinsic
     def op(typingctx, a, b):
@@ -147,13 +148,13 @@ _add_u32, _min_u32, _max_u32 = _u32_op("add"), _u32_op("min"), _u32_op("max")
 @njit(fastmath={"reassoc"})
 def _split_block(block):
     """(product, exponents, smallest, largest) of a contiguous block of narrow floats (at most
-    SPLIT_BLOCK; a view from its first element: with the loop from an offset of a longer run, LLVM
-    did not vectorise it, 5.5x the time). Each element, as float32 bits, is split into its mantissa
+    SPLIT_BLOCK; a view from its first element: LLVM does not vectorise the loop from an offset of a
+    longer run). Each element, as float32 bits, is split into its mantissa
     in [1, 2), with its sign, and its biased exponent: the product of the mantissas in float64
     (below 2**SPLIT_BLOCK in magnitude in any order: reassociated, so that the loop vectorises),
     the sum of the exponents, and the smallest and largest exponent: 0 for a zero or a subnormal,
     255 for an infinity or NaN, for which the split does not hold. (Splitting the float64 value
-    instead, in 64-bit lanes, took 1.4x the time.)"""
+    instead would take 64-bit lanes, half as many to a vector.)"""
     product = 1.0
     exponents = largest = np.uint32(0)
     smallest = np.uint32(255)
@@ -193,7 +194,7 @@ def _split_specials_block(block):
     element split by _split_float64, the product of their mantissas (below 2**SPLIT_BLOCK, or the
     IEEE product of the specials among them, in any order: reassociated) and the sum of their
     exponents. Without branches, so that the loop vectorises (factor by factor, _times_float64, such
-    a block took about 25x the time of a plain one)."""
+    a block would cost many times a plain one)."""
     product = 1.0
     exponents = 0
     for i in range(block.size):
@@ -257,7 +258,7 @@ def _float64_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of float64 elements, each factor split too
     (_times_float64). A contiguous run of SPLIT_MIN elements or more is split in blocks instead, as
     narrow floats are (_split_block_float64: a vectorised loop, where _times_float64 renormalises
-    and waits on each product; 1000x1000 over axis 1 took 2.7 ms that way, 110 us split). One
+    and waits on each product). One
     block holding a zero, a subnormal, an infinity or a NaN is split again, each element as
     _split_float64 splits it (_split_specials_block)."""
     if step == 1 and n >= SPLIT_MIN:
@@ -302,8 +303,8 @@ def _narrow_run_product(src, offset, n, step, m, e):
 @njit(fastmath=False)
 def _int_run_product(src, offset, n, step, bits):
     """``bits`` times the two's-complement bits of one strided run of integers, wrapping (uint64). A
-    contiguous run through a view, so that the loop vectorises (32x64x56x56 over axes [2, 3]: int32
-    13x, int64 5.5x faster than the same loop over offsets into src)."""
+    contiguous run through a view, so that the loop vectorises (the same loop over offsets into src
+    does not)."""
     if step == 1:
         run = _view(src, offset, offset + n)
         for i in range(n):
@@ -317,8 +318,8 @@ def _int_run_product(src, offset, n, step, bits):
 def _products_for(floats, float64, tiles):
     """The products kernel of float data (``floats``: mantissa and exponent partials; ``float64`` or
     a narrower float) or integer data (wrapping uint64 partials), for single runs per output or for
-    ``tiles`` of neighbouring outputs: constants, so that a call compiles only the code it runs (the
-    runs of 1000x1000 float32 over axis 1 compiled in 4.7 s with the tiles' code beside them)."""
+    ``tiles`` of neighbouring outputs: constants, so that a call compiles only the code it runs (compiling the
+    tiles' code beside the runs' would make a first call much slower)."""
     group = 1 if float64 else NARROW_GROUP  # factors between renormalisations (module docstring)
 
     def products(src, base, dims, kept_ndim, nchunks, tile, out_mantissas, out_exponents, result):
@@ -327,7 +328,7 @@ def _products_for(floats, float64, tiles):
         of the product, integers its wrapping uint64 bits (in out_exponents). With an empty
         out_exponents (one chunk per output) the finished result[k] instead. A tile's outputs are
         contiguous, and their reduced rows are read one by one, each output's factor of a row in
-        turn (a column walk per output took 9x NumPy's time on 1000x1000 float32 over axis 0)."""
+        turn (rather than a strided column walk per output, which is slow)."""
         src = _borrowed(src)
         kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
         nr = np.prod(rshape)
@@ -375,10 +376,8 @@ def _products_for(floats, float64, tiles):
                         row = origin + offset + j * step
                         if floats and group > 1 and rows == 0 and j + per_wide <= n:
                             # six (wide) rows in one pass, renormalised in it: one load and store of each
-                            # lane's (mantissa, exponent) per six rows instead of seven. (Four rows in one
-                            # pass against one: 1000x1000 float32 over axis 0 took 0.69-0.74x the time,
-                            # 4096x4096 0.45-0.49x, 32x64x56x56 over axis 1 0.58-0.65x; with wide rows,
-                            # 4194304x4 0.21x and 256x1024x8 over axis 1 0.38x, processes in turns.)
+                            # lane's (mantissa, exponent) per six rows instead of seven. (Several rows
+                            # per pass rather than one: far fewer loads and stores of the lanes.)
                             stride = per_wide * step
                             if j + group * per_wide <= n:
                                 row0 = _view(src, row, row + wide)  # (views, so that the loop vectorises)
@@ -395,8 +394,8 @@ def _products_for(floats, float64, tiles):
                                 j += group * per_wide
                                 continue
                             # the run's last whole wide rows, fewer than six: one factor each per lane,
-                            # then a renormalisation (one by one over the outputs' width, 256x1024x8 over
-                            # axis 1 took 1.07-1.16x the time of four rows per pass)
+                            # then a renormalisation (cheaper than taking them one by one over the
+                            # outputs' width)
                             count = (n - j) // per_wide
                             for r in range(count):
                                 factors = _view(src, row + r * stride, row + r * stride + wide)

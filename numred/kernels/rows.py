@@ -31,7 +31,7 @@ from .store import _finish_sum, compensation_block, finished, store_rounded
 COLUMN_TASKS = 16
 COLUMN_CHUNK_MIN_ROWS = 64
 # Columns of fewer rows stay one output at a time: neighbouring outputs then find their rows'
-# cache lines still in L1 (every other column of 200x50000 float32: 1.3x the time by rows).
+# cache lines still in L1, which reading by rows would not beat.
 COLUMN_MIN_ROWS = 128
 
 
@@ -89,9 +89,9 @@ def _float_rows_for(mode, variant):
     """float_sums for the commonest layout, fixed to one ``mode`` and one ``variant`` (ROWS_*): one
     output per task, each a single run of ``n_reduced`` elements ``step`` apart (after merging: one
     kept axis over one reduced axis, no tile, one chunk). The general kernel's per-output set-up (task
-    decoding, run walking) took as long again as rows of 100-1000 elements themselves; here only the
-    run is left. Each variant is a kernel of its own, one parallel loop each: in one kernel, all ten
-    were compiled on every first call."""
+    decoding, run walking) costs about as much as a short row itself; here only the run is left.
+    Each variant is a kernel of its own, one parallel loop each: in one kernel, all ten were
+    compiled on every first call."""
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src, maxima = _borrowed(src), _borrowed(maxima)
@@ -100,12 +100,11 @@ def _float_rows_for(mode, variant):
             # Columns of a strided view (x[:, ::2] over axis 0): the outputs lie along each row, so
             # whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed
             # by the shape: results do not depend on the threads; parts of rows per task, as
-            # tiles, took up to 1.6x as long as one output at a time on 600x20000), summed as
-            # float tiles are (plain sums of up to ``block`` rows, folded compensated), the chunks
-            # combined after. One output at a time, each column through thousands of pages,
-            # every other column of 4000x3000 took 3-4x as long (float32, float64, bfloat16, and
-            # float16 means). Not for float16 sums of squares, which took 2.4-5x as long here
-            # (the same loop outside this kernel ran as fast as the sums; cause not found).
+            # tiles, can do worse even than one output at a time), summed as float tiles are
+            # (plain sums of up to ``block`` rows, folded compensated), the chunks combined after.
+            # One output at a time, each column would run through thousands of pages. Not for
+            # float16 sums of squares, which are slower here than one output at a time (the same
+            # loop outside this kernel runs as fast as the sums; cause not found).
             nchunks = 1
             while 2 * nchunks <= COLUMN_TASKS and 2 * nchunks * COLUMN_CHUNK_MIN_ROWS <= n_reduced:
                 nchunks *= 2  # a power of two: an even share for 2, 4, 8 threads
@@ -120,7 +119,7 @@ def _float_rows_for(mode, variant):
                         _add_strided_row(acc, src, base + j * step, kept_stride, mode, scale)
                     _fold(acc, totals[c], comps[c])
             # each output's partials next to each other, as _combined_sum takes them (folding
-            # into columns of an output-major array instead: up to 1.4x the time)
+            # into columns of an output-major array instead is slower)
             totals = np.ascontiguousarray(totals.T).ravel()
             comps = np.ascontiguousarray(comps.T).ravel()
             for k in range(n_kept):
@@ -128,14 +127,12 @@ def _float_rows_for(mode, variant):
             return
         if variant == ROWS_STRIDED or variant == ROWS_ONE_BY_ONE or variant == ROWS_FOUR:  # not float64 data
             # Rows, their plain sums divided here: not through _float_row and _finish_sum,
-            # whose compensation and non-finite test only float64 sums need (the per-row calls cost
-            # 3-4 us on 1000x1000 float32, 2 threads). With float32 rows one at a time
-            # (_rows_together), whole float32 means and sums of squares took 0.83-0.86x the time on
-            # 1000x1000 and 20000x100, 0.91-0.93x on 100000x16; float16 0.80-0.84x on 20000x100
-            # (in-process A/B). Not for SUM_EXP, which is bound by exp, not by memory.
+            # whose compensation and non-finite test only float64 sums need (and whose per-row
+            # calls are a cost of their own). Rows are read four together or, where _rows_together
+            # says so, one at a time. Not for SUM_EXP, which is bound by exp, not by memory.
             # (float32 is the only 4-byte float)
-            if variant == ROWS_STRIDED:  # strided rows, one per task as well: every other element of 100000x32
-                # float16 rows took 0.82-0.85x the time of the loop below with _float_row
+            if variant == ROWS_STRIDED:  # strided rows, one per task as well: _float_run directly,
+                # cheaper than the general loop below with _float_row
                 for k in prange(n_kept):
                     total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
                     store_rounded(result, k, finished(total / divisor, finish))
@@ -146,7 +143,7 @@ def _float_rows_for(mode, variant):
                     store_rounded(result, k, finished(total / divisor, finish))
                 return
             # four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
-            # overhead (10000x16 float32 mean: 183 -> 62 us; 32x64x56x56 axes [2,3]: 1.11 -> 0.80 ms)
+            # overhead
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
                 if k0 + 4 <= n_kept:
@@ -159,20 +156,17 @@ def _float_rows_for(mode, variant):
                         store_rounded(result, k, finished(total / divisor, finish))
             return
         # Float64 rows start from the sigma of the row before in their task (_float64_run_for), so that only
-        # one row in up to sixteen needs a separate first pass over its first piece (float64 1000x1000 rows:
-        # 72 us in tasks of sixteen rows, 79 in tasks of four, 85 before the one-pass split). At least
-        # sixteen tasks remain for the threads.
+        # one row in up to sixteen needs a separate first pass over its first piece (the more rows per
+        # task, the fewer such passes). At least sixteen tasks remain for the threads.
         rows_per_task = min(16, max(1, n_kept // 16))
         if variant == ROWS_ONE_PASS or variant == ROWS_ONE_PASS_STRIDED:
             # Rows of one split piece, called directly: high + low rounded once is what _float_row's
-            # compensated additions and finish give (as for short rows below). Through _float_row,
-            # float64 1000x1000 and 1000x600 rows took 1.2-1.35x the time (in-process A/B). Strided
-            # rows from STRIDED_SPLIT_MIN_RUN on: every other or every third element of 100000x64,
-            # 100000x128, 20000x100 and 100000x96 rows took 0.51-0.76x the time of a bound and a
-            # split pass each (the branch below).
+            # compensated additions and finish give (as for short rows below), without _float_row's
+            # per-row overhead. Strided rows from STRIDED_SPLIT_MIN_RUN on: one pass each costs less
+            # than a bound and a split pass each (the branch below).
             # One call of each split function per loop (here and below): LLVM inlines a function
-            # called once, and a call for each step in one loop left both not inlined: 100000x16
-            # float64 rows took 1.4x the time (2 threads, AMD Zen 4).
+            # called once, and a call for each step in one loop leaves both not inlined, which is
+            # markedly slower.
             if variant == ROWS_ONE_PASS:
                 for task in prange(-(-n_kept // rows_per_task)):
                     sigma = 0.0
@@ -192,10 +186,9 @@ def _float_rows_for(mode, variant):
         if variant == ROWS_PIECES:
             # Contiguous rows of several split pieces: _add_run called here, from one place in its
             # own loop, with a literal step, and finished by _finish_sum, as _float_row does (the
-            # same bits). Through _float_row, whose calls LLVM left out of line, 490x2049 rows took
-            # 1.2x the time per element of 500x2000 ones (one piece, above); this way 490x2049,
-            # 250x4000 and 1000x3000 rows take 0.91-0.97x the time of that. A copy of _add_run's
-            # piece loop here saved a further 3-6%: not worth the copy.
+            # same bits). Through _float_row, whose calls LLVM leaves out of line, rows of several
+            # pieces cost more per element than rows of one piece (above); this way they cost no
+            # more. A copy of _add_run's piece loop here would gain little: not worth the copy.
             for task in prange(-(-n_kept // rows_per_task)):
                 sigma = 0.0
                 for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
@@ -205,11 +198,11 @@ def _float_rows_for(mode, variant):
             return
         if variant == ROWS_TWO_PASS or variant == ROWS_TWO_PASS_STRIDED:
             # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass),
-            # called directly; through _float_row and _float64_run_for, 100000x16 rows took 1350 us
-            # where this takes 520-600.
+            # called directly, not through _float_row and _float64_run_for, whose per-row overhead
+            # weighs heavily on short rows.
             # One rounding of high + low is the whole finish: what a compensated addition of low to
-            # high and _finish_sum's total + compensation would give (inf and NaN included), at
-            # 0.85x the time of those two calls on 100000x16 rows (kernels alone).
+            # high and _finish_sum's total + compensation would give (inf and NaN included), for
+            # less work than those two calls.
             if variant == ROWS_TWO_PASS:
                 for k in prange(n_kept):
                     origin = base + k * kept_stride
@@ -283,8 +276,7 @@ def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_red
     """Float log-sum-exp of the single-run layout (float_rows), the max and the sum of each row in
     one task: the row is read twice while it is in the cache, and no maxima array is written and
     read back. ``keys`` is src's memory viewed as signed integers (max_keys). Separate max_keys and
-    float_rows passes took 2.6 ms on 100000x16 float32 (torch: 1.6 ms), most of it the per-row set-up
-    of the general max kernel."""
+    float_rows passes would cost more, mostly in the per-row set-up of the general max kernel."""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
     for k in prange(n_kept):
@@ -316,8 +308,8 @@ def int_rows_l2(src, base, kept_stride, n_kept, n_reduced, step, largest_fit, ro
     (n * max|x|**2 < 2**64) that sum is the exact one and its isqrt the result, if at most
     ``root_max``. Returns whether every row was decided so; otherwise the driver computes the call
     its general way (_derived._int_l2: exact arithmetic, or the ValueError of a root that does not
-    fit). The bound over the whole input, then a sum-of-squares kernel, read the data three times:
-    1000x1000 int32 rows took 5x a mean's time."""
+    fit). The bound over the whole input, then a sum-of-squares kernel, would read the data three
+    times."""
     src = _borrowed(src)
     decided = np.empty(n_kept, dtype=np.bool_)
     for k in prange(n_kept):
@@ -332,7 +324,7 @@ def int_rows_l2(src, base, kept_stride, n_kept, n_reduced, step, largest_fit, ro
 def int_largest_magnitudes(src, piece, result):
     """result[k] = max |x| over src[k * piece:(k + 1) * piece] (the last piece shorter), as uint64:
     the bound of integer ReduceL2 over an input's whole memory (numred._derived.squares_fit), one
-    pass, where NumPy's min and max took two, single-threaded, and ReduceMin's and ReduceMax's
+    pass, where NumPy's min and max take two, single-threaded, and ReduceMin's and ReduceMax's
     kernels two."""
     src = _borrowed(src)
     for k in prange(result.size):
@@ -343,8 +335,8 @@ def int_largest_magnitudes(src, piece, result):
 def float_rows_extrema(src, keys, base, kept_stride, n_kept, n_reduced, step, inf_bits, flip, result):
     """The max (with ``flip`` -1 the min, maxima.flipped) of each row of float data, one row per task,
     stored in ``result`` (the input's carrier dtype; exact); NaN where a row holds one. ``keys`` is
-    src's memory as signed integers. Through the general max kernel and a finishing pass, 1000x1000
-    float32 maxima took 52 us (onnxruntime 44 us) and a first call compiled for 5-6 s."""
+    src's memory as signed integers. It spares rows the general max kernel's per-output set-up and
+    finishing pass, and a first call compiles much less code."""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
     for k in prange(n_kept):

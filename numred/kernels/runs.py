@@ -150,20 +150,17 @@ def _float_run_for(mode):
                     acc += exp_nonpositive(as_float64(run[i]) - shift)
         else:
             if streams and step == 2 and n >= EVERY_OTHER_MIN_RUN:
-                # every other element, read over the whole span (_every_other_sum): in-process against
-                # the paths below, 4000x3000, 1000x2000 and 100000x32-64 rows, every other element:
-                # float32 0.25-0.83x the time, float16 0.26-0.85x, bfloat16 0.38-0.84x
+                # every other element, read over the whole span (_every_other_sum): vectorised, so
+                # faster than the paths below for float32, float16 and bfloat16 alike
                 span = _view(src, offset, offset + every_other_span(src, offset, n))
                 return _every_other_sum(span, mode == SUM_SQUARES, shift)
             if streams and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
                 # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
-                # vectorised, and as one chain of dependent additions every other or every third element
-                # of 4000x3000 float32 rows took 4-5x as long as in STRIDED_LANES sums held in an array
-                # (100000x256 every other: 2.5-3x). Scalar sums did not do it (reassociation may fold
+                # vectorised, and one chain of dependent additions is bound by its latency: STRIDED_LANES
+                # sums held in an array break the chain. Scalar sums do not (reassociation may fold
                 # them back into one chain). Not for the 16-bit floats, whose conversions bound the loop
-                # already (float16 1.8x the time, bfloat16 0.75x or 1.2x from one build to the next),
-                # nor for exp sums (1.2-2.7x: bound by the exp), nor for short runs (the array cost more
-                # than it saved: 2x on rows of 16).
+                # already (no steady gain), nor for exp sums (bound by the exp), nor for short runs (the
+                # array costs more than it saves).
                 run = src[offset:offset + (n - 1) * step + 1:step]
                 lanes = np.zeros(STRIDED_LANES)
                 whole = n - n % STRIDED_LANES
@@ -216,7 +213,7 @@ def _every_other_sum(span, squares, shift):
     (every_other_span), as _split_pass_every_other reads them: the whole span, vectorised, the
     terms of the elements in between zeroed by their bits."""
     acc = 0.0
-    if not squares:  # the term zeroed, not the element: a float32 one became a masked load (2x the time)
+    if not squares:  # the term zeroed, not the element: a float32 one becomes a slower masked load
         for i in range(span.size):
             acc += _kept_if(as_float64(span[i]) * shift, (i & 1) - 1)
         return acc

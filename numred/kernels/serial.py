@@ -44,10 +44,9 @@ from .states import add_compensated, compensated_value
 from .store import finished, store_rounded
 
 # The walk's helpers, inlined into these kernels' own IR (Numba's inline="always") rather than
-# compiled as functions of their own: a small input's first call compiles 15 functions instead of
-# 20 (3x2x2 float32 mean, import included: 1.7-1.9 s instead of 1.9-2.1 s from an empty cache, in
-# turns). Not in the parallel kernels, whose parallel-loop passes then work on the larger IR: inlined
-# everywhere, `precompile --dtype float32` took 67-81 s instead of 60-63 s.
+# compiled as functions of their own: a small input's first call compiles fewer functions, so it
+# starts sooner from an empty cache. Not in the parallel kernels, whose parallel-loop passes then
+# work on the larger IR: inlined everywhere, precompiling takes longer.
 _n_tasks, _next_run, _offset_of, _task, _unpack = map(inlined, (_n_tasks, _next_run, _offset_of, _task, _unpack))
 
 
@@ -134,7 +133,7 @@ def _exp_run(src, offset, n, step, top):
 # n * 2**-53 * sum |term| (the contract asks for no worse than NumPy's pairwise sum). The lanes are
 # independent, so the loop vectorises without reassociation (strict arithmetic: TwoSum's error term
 # must not be simplified away). The parallel families split-sum instead (split_sums._float64_run_for),
-# which is faster per element but compiles to five times the code.
+# which is faster per element but compiles to several times the code.
 LANES = 8
 
 

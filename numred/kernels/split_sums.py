@@ -27,12 +27,12 @@ def _float64_term(x, mode, shift):
 
 
 # The split passes are bound by their floating-point additions: five per element (two to split, one
-# for the low part, two to accumulate), where the multiply-add units only square for the bound. On
-# AMD Zen 4, whose 512-bit additions take both of its adder pipes, rows of 1000 float64 from the L3
-# cache took 2x the time of a plain sum (torch's mean: 1.25x). Two of the five are therefore done as
-# multiply-adds by 1.0, on the multiply-add pipes: high = fma(sigma + term, 1.0, -sigma) and
-# accumulator += high * 1.0. The values are the same (the product is exact, the sum rounded once, as
-# by an addition); the split pass took 0.66-0.75x the time (2 threads; 1000x1000, 4000x300, 200x1000).
+# for the low part, two to accumulate), where the multiply-add units only square for the bound. Where
+# wide vector additions take all of a core's adder pipes (AMD Zen 4's 512-bit ones), that makes a
+# split sum much slower than a plain one. Two of the five are therefore done as multiply-adds by 1.0,
+# on the multiply-add pipes: high = fma(sigma + term, 1.0, -sigma) and accumulator += high * 1.0. The
+# values are the same (the product is exact, the sum rounded once, as by an addition), and the work
+# is spread over both kinds of pipe.
 # The 1.0 comes through an empty assembly block, or LLVM folds the multiply-adds back into additions.
 # Only on x86-64 CPUs with FMA: elsewhere llvm.fma can be a library call, and the block's register
 # constraint is x86's.
@@ -77,24 +77,19 @@ def _split(term, sigma, one):
 
 # float64 runs are split-summed (_float64_run_for) in equal pieces of at most this many elements, each
 # starting from the previous one's sigma. Each piece costs fixed work (three vector accumulators
-# reduced, a square root, two compensated additions): rows of 3136 and 4096 elements took 0.82 and
-# 0.77x the time in pieces of 2048 that they took in pieces of 1024 (4096: no better). The low
-# parts' error grows with the square of the length: at most about 2**-80 of the sum of |x| here,
-# where NumPy's pairwise sum errs by up to about 2**-53 of it times a growing factor.
+# reduced, a square root, two compensated additions), so pieces are long enough to spread it (longer
+# ones gain nothing more). The low parts' error grows with the square of the length: at most about
+# 2**-80 of the sum of |x| here, where NumPy's pairwise sum errs by up to about 2**-53 of it times a
+# growing factor.
 # Runs shorter than SPLIT_PASS_MIN_RUN take two passes (_float64_run_two_pass), whose fixed cost is
-# smaller: through the general row's calls, 20000x300 rows took 1.25x and 10000x600 1.0x as long in
-# one pass as in two, 5000x1000 0.75x. Rows of ONE_PASS_MIN_ROW elements or more (up to one piece)
-# that float_rows splits directly, without those calls, take one pass: rows of 100 and 200 took
-# 0.77-0.89x the time of two passes, of 300 0.9-1.06x. Rows of 48-96 took 0.68-1.06x the time in
-# one pass once the split functions were inlined (float_rows; before, 48 and 64 took 1.2-1.5x);
-# of 16 and 24, 1.1-2.7x (2 threads, Zen 4, in-process A/B, means and sums of squares).
+# smaller: through the general row's calls, one pass pays only for longer runs. Rows of
+# ONE_PASS_MIN_ROW elements or more (up to one piece) that float_rows splits directly, without those
+# calls and with the split functions inlined, take one pass; shorter rows do better in two.
 SPLIT_PIECE = 2048
 ONE_PASS_MIN_ROW = 48
 SPLIT_PASS_MIN_RUN = 512
 # Strided rows in float_rows take one split pass from the row before's sigma (_float64_one_pass_for) from
-# this length on, where _float64_run_two_pass's two single chains were faster for shorter ones (every
-# other element of float64 rows, means, a bound and a split pass each: 64 elements 0.70x the time of
-# two chains, 32 0.75x, 16 1.15x, 8 1.4x; the sigma of the row before saved a further 0.51-0.76x).
+# this length on; for shorter ones _float64_run_two_pass's two single chains do better.
 STRIDED_SPLIT_MIN_RUN = 32
 
 
@@ -116,15 +111,15 @@ def _float64_run_for(contiguous):
     terms, a magnitude near overflow, or a scaled sum (_float64_run_two_pass).
 
     Made for contiguous runs only (``contiguous``, a constant: step is 1; callers pass a literal 1) or
-    for any step: the strided passes are not compiled into kernels whose runs are all contiguous (a
-    float64 mean of 64x32x32 blocks compiled them, a third of its first call)."""
+    for any step: the strided passes are not compiled into kernels whose runs are all contiguous (they
+    would be a large share of such a kernel's first call)."""
     contiguous_one_pass = _float64_one_pass_for(True)
     strided_one_pass = _float64_one_pass_for(False)
 
     @njit_for(contiguous, fastmath=FASTMATH)
     def float64_run(src, offset, n, step, mode, shift, sigma):
-        # A literal step: an unknown one keeps LLVM from vectorising the loops (6-10x slower). Each
-        # path slices src itself: a slice handed down one more function took 16 ns more per short row.
+        # A literal step: an unknown one keeps LLVM from vectorising the loops. Each path slices src
+        # itself: a slice handed down one more function costs extra on every short row.
         # shift: always 1, but for a rescaled mean after an overflow. Strided runs of any length take
         # the one-pass split: its passes over them run four sums each (_split_pass_strided).
         if contiguous or step == 1:
@@ -162,9 +157,9 @@ def _float64_one_pass_for(contiguous):
         if bound < 2.0**1020:
             # the power of two three binades above bound's: 4 * bound < sigma <= 8 * bound, inside
             # the window the next piece keeps it in (above) with room on both sides. Two binades
-            # above (at most 4 * bound), 48 of 1000 standard normal rows of 1000 outgrew the sigma of
-            # the row before and were split again; three, none. Low parts then err by up to twice as
-            # much, no more than the window already allows.
+            # above (at most 4 * bound), the next row would often outgrow it and be split again;
+            # three leave room for ordinary variation. Low parts then err by up to twice as much, no
+            # more than the window already allows.
             sigma = _bits_to_float64(((_float64_to_bits(bound) >> 52) + 3) << 52)
             if contiguous:
                 high, low, _ = _split_pass(run, n, mode, sigma)
@@ -181,10 +176,10 @@ def _float64_one_pass_for(contiguous):
 # factors covering their rounding (n * 2**-53 relative for up to SPLIT_PIECE positive terms, and
 # 2**-1074 per square that underflows):
 # - SUM: sum |x| <= sqrt(n * sum x**2) (Cauchy-Schwarz). One fused multiply-add per element, where
-#   sum |x| costs an abs and an add: the split pass is bound by its vector instructions (from the L1
-#   cache, one core: 12.8 against 10.5 Gelem/s); on typical data the bound exceeds sum |x| by
-#   15-25% (on a single large term among n, by sqrt(n): a sigma that much larger, a low part that
-#   much less exact, still far below NumPy's error).
+#   sum |x| costs an abs and an add: the split pass is bound by its vector instructions, so one
+#   fewer per element counts; on typical data the bound exceeds sum |x| only modestly (on a single
+#   large term among n, by sqrt(n): a sigma that much larger, a low part that much less exact, still
+#   far below NumPy's error).
 # - SUM_SQUARES: the terms are positive, so their sum itself, high + low.
 _BOUND_ROUNDING = 1.0 + 2.0**-30
 _UNDERFLOW_ROOT = 2.0**-537  # sqrt(2**-1074)
@@ -247,13 +242,12 @@ def _split_pass_every_other(run, n, mode, sigma):
     """_split_pass over every other element as one pass over the whole span (every_other_span), with
     the parts of the elements in between zeroed by their bits (so that their NaN or inf never
     enters). The span lies inside the input's buffer (src spans all the memory the input touches),
-    and this loop is vectorised where a strided one is not: every other element of float64 rows ran
-    at 1.4-4.6 against 1.0-1.4 Gelem/s in four interleaved sums (_split_pass_strided; one core, rows
-    of 64 and 2000 from the L2 cache and from memory). Splits of 0.0 add 0.0 exactly to both parts,
-    and the bound counts n terms, not the span.
-    The parts are zeroed, not the elements: LLVM made an element zeroed by bits or selected a
-    masked load, which from memory took 2.5x as long per row as the strided loop (AMD Zen 5). Nor
-    for every third or fourth element: i % 3 was not vectorised, every fourth took 1.2-3x as long."""
+    and this loop is vectorised where a strided one (four interleaved sums, _split_pass_strided) is
+    not. Splits of 0.0 add 0.0 exactly to both parts, and the bound counts n terms, not the span.
+    The parts are zeroed, not the elements: LLVM makes an element zeroed by bits or selected a
+    masked load, slower from memory than even the strided loop. Nor for every third or fourth
+    element: i % 3 is not vectorised, and every fourth element over its span is slower than the
+    strided loop."""
     span = every_other_span(run, 0, n)
     one = _opaque_one()
     high = 0.0
@@ -276,12 +270,12 @@ def _split_pass_every_other(run, n, mode, sigma):
     return high, low, (high + low) * _BOUND_ROUNDING
 
 
-# fastmath=False: with reassoc (as it had inherited from _split_pass) the loop took 3.3x as long
+# fastmath=False: with reassoc (as _split_pass has) the loop is much slower
 @njit(fastmath=False)
 def _split_pass_strided(run, n, step, mode, sigma):
     """_split_pass over a strided run (a step other than 1) in four sums of each kind, one per
-    element in turn: a strided loop is not vectorised, and as three chains of dependent additions
-    (one per kind) every other element of 4000x3000 float64 rows took 3x as long (one thread).
+    element in turn: a strided loop is not vectorised, and three chains of dependent additions
+    (one per kind) would be bound by their latency.
     The high parts sum exactly in any order, and the low parts' order does not change their error
     bound."""
     one = _opaque_one()  # for the split; the sums below are chains bound by latency, so plain additions
@@ -326,8 +320,8 @@ def _float64_run_two_pass(run, n, step, mode, shift):
     sigma = _bits_to_float64(((_float64_to_bits(magnitude) >> 52) + 2) << 52)
     high = 0.0
     low = 0.0
-    # plain additions (a literal 1.0): these runs are short, and with multiply-adds, whose latency
-    # is longer, 100000x16 rows took 1.04-1.05x the time (Zen 4)
+    # plain additions (a literal 1.0): these runs are short, and multiply-adds, whose latency is
+    # longer, would slow them
     for i in range(n):
         part_high, part_low = _split(_float64_term(run[i * step], mode, shift), sigma, 1.0)
         high += part_high

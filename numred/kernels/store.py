@@ -122,9 +122,9 @@ def _kept_in_place(typingctx, value):
     LLVM may execute speculatively: in the code saved to the disk cache, where each kernel's helpers
     are optimised together with it, it vectorised store loops whose finish step is a runtime argument
     (finished) into a call of libm's log for every output, whatever the step, and for negative sums
-    too, which glibc answers through its slow error path. float16 32x64x56x56 sums over axis 1 took
-    2.3x the time of the same kernel compiled in the process (849 against 369 us, 2 threads, AMD
-    Zen 4). (A call of libm's ``log`` by name is no help: LLVM turns it into the intrinsic.)"""
+    too, which glibc answers through its slow error path, so that such a kernel loaded from the cache
+    ran far slower than the same kernel compiled in the process. (A call of libm's ``log`` by name
+    is no help: LLVM turns it into the intrinsic.)"""
 
     def codegen(context, builder, signature, args):
         word = ir.IntType(64)

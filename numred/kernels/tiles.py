@@ -17,20 +17,16 @@ from .store import _finish_sum, compensation_block, finished, store_rounded
 # with few channels over its spatial axes): each outer output block is one contiguous run, whose
 # element p belongs to output p % width. For widths dividing NARROW_ROW the run is read as rows of
 # NARROW_ROW (a literal: LLVM then keeps a row in eight vector registers) into one accumulator per
-# position, folded into the columns at the end (_narrow_block_sums). With wide rows of a width known
-# only at run time (float_sums), 256x1024x8 float32 means took 1.2-1.9x the time, 1000x500x4
-# 1.9-2.4x (whole calls, in-process A/B).
+# position, folded into the columns at the end (_narrow_block_sums). Wide rows of a width known
+# only at run time (float_sums) are markedly slower on such tiles.
 NARROW_ROW = 64
-# Only blocks of up to this many elements: larger ones read as fast as wide rows (float_sums) or
-# faster (32x56x56x64 over axes [1, 2], blocks of 200704 elements: float32 0.98-1.33x, float64
-# 1.14-1.37x the time of wide rows, in-process A/B; four quarters of a block at once instead of
-# neighbouring rows did not close it for float64).
+# Only blocks of up to this many elements: larger ones read at least as fast as wide rows
+# (float_sums), float64 ones especially (reading four quarters of a block at once instead of
+# neighbouring rows does not change that).
 NARROW_MAX_BLOCK = 1 << 16
-# 64-bit data (float64, int64, uint64) only in blocks of up to this many elements (64 KiB): float64
-# on 1000x500x4, 256x1024x8, 2048x300x2 and 800x1000x4 took 0.31-0.88x the time of wide rows, but
-# 64x1000x32 (blocks of 32000) 1.23x, 100x2000x16 2.2x and 200x4000x4 1.1x (in-process A/B; float32
-# on the same shapes 0.55-0.9x). int64 and uint64 (_int_tiles_for) the same way: 0.38-0.77x the time
-# of int_sums on the four, but 100x2000x16 1.2-1.7x.
+# 64-bit data (float64, int64, uint64) only in blocks of up to this many elements (64 KiB): such
+# blocks read faster as narrow tiles than as wide rows, larger ones slower (float32 gains on larger
+# blocks too). int64 and uint64 (_int_tiles_for) the same way, against int_sums.
 NARROW_64BIT_MAX_BLOCK = 1 << 13
 # A task of float_tiles takes whole narrow blocks, enough for this many elements, while that leaves
 # FEW_NARROW_TASKS tasks.
@@ -70,7 +66,7 @@ def _narrow_rows4(run, first, mode, scale, acc):
 @njit(fastmath=FASTMATH)
 def _narrow_block_sums(src, offset, n, mode, scale, acc):
     """acc[l] += the terms (as in _float_run; SUM, SUM_SQUARES or SUM_ABS) of src[offset + p] for 0 <= p < n
-    and p % NARROW_ROW == l: four rows per step (one row per step took 4x the time: each
+    and p % NARROW_ROW == l: four rows per step (one row per step is much slower: each
     accumulator waits on its own store), then single rows and the last part."""
     run = _view(src, offset, offset + n)
     p = 0
@@ -88,11 +84,10 @@ def _float_tiles_for(mode, narrow):
     ``n_reduced`` rows ``step`` apart over ``n_outer`` x ``n_inner`` outputs, the inner ones
     contiguous and cut into tiles of ``tile``, one chunk, and no wide rows (_rows_per_wide_row is
     1). With ``narrow`` (the plan's narrow_tile) each outer block is read as rows of NARROW_ROW,
-    several blocks per task; without, a task reads one tile. Without the general kernel's run walking
-    and per-task set-up, the kernel alone took 0.91-0.99x its time on 1000x1000 float32 axis 0 and
-    0.70-0.88x on 32x64x56x56 axis 1; whole calls 0.94-0.98x and 0.86-0.97x (in-process A/B).
-    ``narrow`` is a constant of the kernel, so that each compiles one parallel loop: a first float32
-    mean over the leading axis of 1000x1000 compiled both."""
+    several blocks per task; without, a task reads one tile. It spares these tiles the general
+    kernel's run walking and per-task set-up.
+    ``narrow`` is a constant of the kernel, so that each compiles one parallel loop (with ``narrow``
+    an argument, a first call would compile both)."""
 
     def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, finish, result):
         src = _borrowed(src)
@@ -116,7 +111,7 @@ def _float_tiles_for(mode, narrow):
                         for w in range(n_inner):
                             store_rounded(result, outer * n_inner + w,
                                           finished(_finish_sum(totals[w], comps[w], mode, divisor, 0.0), finish))
-                    else:  # (a compensated fold per block took 1.3-1.8x the time on 1000x500x4 float32)
+                    else:  # (plain sums: only float64 needs the costlier compensated fold per block)
                         _narrow_block_sums(src, offset, n, mode, scale, acc)
                         for w in range(n_inner):
                             total = 0.0
@@ -157,10 +152,10 @@ def _int_tiles_for(wrapping_term):
     of NARROW_ROW (eight at a time for squares, four for the halves of means) into NARROW_ROW column
     accumulators, folded into the outputs at the end and finished into uint64 bits as int_rows does
     (divided by ``count``).
-    int_sums read these blocks as wide rows of a width known only at run time, with arrays per outer
-    block: int32 sums of squares took 1.5-2.6x float32's time. (With the fold through _fold_halves
-    and per-task output arrays, 2048x300x2 int32 sums of squares took 2.4-2.8x as long in processes
-    that loaded the kernel from the disk cache as in the one that compiled it.)"""
+    int_sums reads these blocks as wide rows of a width known only at run time, with arrays per outer
+    block, much slower than float32's narrow tiles. (With the fold through _fold_halves and per-task
+    output arrays, a kernel loaded from the disk cache ran markedly slower than in the process that
+    compiled it.)"""
 
     def int_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, count, result):
         src = _borrowed(src)
