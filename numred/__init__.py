@@ -13,7 +13,7 @@ from typing import Union
 import numpy as np
 import numpy.typing as npt
 
-from ._frontend import reduce as _reduce
+from ._dask import reduce_any as _reduce
 from ._frontend import unexpected_keywords as _unexpected_keywords
 from ._registry import OPS_BY_NAME as _OPS
 

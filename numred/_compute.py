@@ -1,6 +1,6 @@
 """The driver: run the kernels of a plan, combine partials, round once to the output dtype.
 
-``compute`` takes an operator's Reduction, a Plan, the data's ``src`` view and the (native) input
+``compute_direct`` takes an operator's Reduction, a Plan, the data's ``src`` view and the (native) input
 dtype and returns a 1-D array of ``plan.n_kept`` results in that dtype. The accumulator policy
 lives here, in one place:
 
@@ -22,78 +22,21 @@ lives here, in one place:
 |                                | of its bits; NaN found from the magnitudes)       | data)                 |
 
 ReduceL1, ReduceL2, ReduceLogSum (a ``finish`` step on unrounded sums) and ReduceProd (the PRODUCT
-term: mantissa and exponent partials) are finished in ``numred._derived``, on top of the drivers here.
+term: mantissa and exponent partials) are finished in ``numred._derived``, on top of the drivers here;
+its ``compute`` is the engine's entry point.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from .kernels import base, finish, integers, rows, serial, table, tiles
 from ._plan import Plan
+from ._reduction import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT,
+                         SQUARES, SUM, Reduction, Term, Undecided, as_dtype)
 from ._runtime import run
-
-# An operator's term: what one element contributes (kernels.base)
-SUM, SQUARES, EXP, ABS = base.SUM, base.SUM_SQUARES, base.SUM_EXP, base.SUM_ABS  # x, x * x, exp(x - max), |x|
-# and its integer accumulator (kernels.states): the exact 128-bit sum, the uint64 sum modulo 2**64,
-# or the exact max with a float64 sum of exp(x - max), decided exactly where rounding could matter
-EXACT, WRAPPING, MAX_AND_EXP_SUM = "exact", "wrapping", "max and sum of exp"
-# The element itself, compared exactly (float data as integer keys of its bits, kernels.maxima), with
-# its accumulator for every dtype: the max, or the min (the max of flipped keys)
-KEY = 4  # (not a sum mode of kernels.base)
-MAX, MIN = "max", "min"
-# ReduceProd's term, the product: not a sum; its own kernel (kernels.products) computes partial
-# states that _derived.products finishes, every dtype with its WRAPPING integer rule
-PRODUCT = 5
-# Finish steps applied to unrounded sums: the one rounding alone (ReduceL1's sum of |x|, which every
-# sum kernel stores), the square root of ReduceL2's sum of squares, the log of ReduceLogSum's sum.
-# The float sum kernels take SQRT and LOG as a runtime argument (kernels.store.finished): float32,
-# float16 and bfloat16 L2 and LogSum run the kernels of ReduceSumSquare and ReduceSum, and so do small
-# float64 ones (the serial kernel); larger float64 ones are finished in _derived.finished, on float64
-# results of the layout's sum kernels, where a sum that overflowed is found and computed again.
-ROUND, SQRT, LOG = base.ROUND, base.SQRT, base.LOG
-
-
-@dataclass(frozen=True)
-class Reduction:
-    """What an operator computes, as data: its term, its integer accumulator and its finish step. The
-    float accumulator is the same for every sum (float64, compensated; float64 data in split sums)
-    and so is the one rounding to the output dtype; the KEY term's accumulator (MAX or MIN) serves
-    every dtype. Finish: divide by the count (``mean``; integers
-    truncate toward zero), max + log(sum) for the EXP term, else none. The kernels are made per
-    (layout, term, accumulator) with these as compile-time constants; ``KERNEL_SETS`` lists the
-    combinations they exist for."""
-
-    term: int
-    int_accumulator: str
-    mean: bool = False
-    finish: int | None = None  # ROUND, SQRT or LOG: applied to the unrounded sums (FINISHED_SETS)
-
-    def __post_init__(self):
-        if self.finish is not None:
-            if (self.term, self.int_accumulator, self.finish) not in FINISHED_SETS:
-                raise ValueError(f"no finish for {self}; there is one for {sorted(FINISHED_SETS)}")
-        elif (self.term, self.int_accumulator, self.mean) not in KERNEL_SETS | {(PRODUCT, WRAPPING, False)}:
-            raise ValueError(f"no kernels for {self}; they exist for {sorted(KERNEL_SETS)}")
-
-    @property
-    def int_wraps(self) -> bool:
-        """Whether integer results are exact modulo 2**bits (sums), not a real value truncated."""
-        return self.int_accumulator == WRAPPING or (self.int_accumulator == EXACT and not self.mean
-                                                     and self.finish is None)
-
-
-# (term, integer accumulator, mean): a sum of x (ReduceSum's) keeps the exact sum's low bits, which
-# are its sum modulo 2**bits
-KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False),
-               (KEY, MAX, False), (KEY, MIN, False)}
-# (term, integer accumulator, finish) of the operators finished from unrounded sums (_derived): the
-# sum of |x| (integers: modulo 2**bits), the exact integer sum of squares' square root, the exact
-# integer sum's log
-FINISHED_SETS = {(ABS, WRAPPING, ROUND), (SQUARES, EXACT, SQRT), (SUM, EXACT, LOG)}
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
 # scaling), then multiply the result back; a sum of fewer than 2**63 finite float64 values cannot
@@ -186,7 +129,7 @@ def _single_call(reduction, plan, dtype):
     if reduction.term == PRODUCT:
         return _products_call(plan, dtype)
     if reduction.term == KEY:
-        return _extrema_call(plan, dtype, reduction.int_accumulator == MIN)
+        return _extrema_call(plan, dtype, reduction.accumulator == MIN)
     if reduction.term == EXP:
         return _log_sum_exp_call(plan, dtype)
     count = plan.n_reduced if reduction.mean else 1
@@ -195,14 +138,20 @@ def _single_call(reduction, plan, dtype):
                            finite=_retried_if_not_finite(reduction, dtype))
     if reduction.mean and _int_mean_by_float_tiles(plan, dtype):
         return _float_call(plan, SUM, dtype, divisor=float(count))
-    return _int_call(plan, reduction.int_accumulator == WRAPPING, dtype, count)
+    return _int_call(plan, reduction.term, dtype, count)
 
 
-def int_l1_term(dtype: np.dtype):
-    """The integer kernels' term of ReduceL1 on ``dtype`` data: |x| (SUM_ABS, |INT_MIN| wrapping to
-    INT_MIN) for signed data; unsigned data is its own |x|, summed as ReduceSum sums it (False: the
-    exact sum, stored modulo 2**bits)."""
-    return ABS if dtype.kind == "i" else False
+def int_l1_term(dtype: np.dtype) -> Term:
+    """The term of ReduceL1 on integer ``dtype`` data: |x| (|INT_MIN| wrapping to INT_MIN) for signed
+    data; unsigned data is its own |x|, summed as ReduceSum sums it (the exact sum, stored modulo
+    2**bits)."""
+    return ABS if dtype.kind == "i" else SUM
+
+
+# The integer kernels' encoding of the terms they sum (kernels.integers.INT_TERMS): the exact sum
+# (False), the wrapping sum of squares (True), the wrapping sum of |x| (SUM_ABS). A term they do not
+# sum is a KeyError, never a silently different sum.
+_INT_KERNEL_TERM = {SUM: False, SQUARES: True, ABS: base.SUM_ABS}
 
 
 def _finished_call(reduction, plan, dtype):
@@ -218,7 +167,7 @@ def _finished_call(reduction, plan, dtype):
     float64 vector of 10000 took 4x the time of its sum of squares); their results are checked
     instead (KernelCall.finite and lowest: a log that is not finite, a square root at or below
     serial.L2_SMALLEST_RESULT or not finite). None for chunk partials, integer LogSum, integer L2
-    but of single runs and small inputs (_derived.int_l2_call), and other parallel float64 L2 and
+    but of single runs and small inputs (int_l2_call), and other parallel float64 L2 and
     LogSum, which _derived.finished computes from other reductions' results. An integer ReduceL1 is
     the wrapping sum of |x| (unsigned data: of x, ReduceSum's), one integer kernel call where there
     are no chunks."""
@@ -226,7 +175,7 @@ def _finished_call(reduction, plan, dtype):
         if reduction.finish == ROUND:
             return _int_call(plan, int_l1_term(dtype), dtype, 1)
         if reduction.finish == SQRT and (plan.single_run or not plan.parallel):
-            return _derived.int_l2_call(plan, dtype)
+            return int_l2_call(plan, dtype)
         return None
     if reduction.finish == ROUND or dtype.char != "d":
         return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)
@@ -236,8 +185,8 @@ def _finished_call(reduction, plan, dtype):
             lowest=lowest)
     if plan.parallel:
         return None
-    return KernelCall((serial.float_sums(reduction.term, True), None), False,
-                      (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, reduction.finish), dtype,
+    return KernelCall((serial.float_sums(int(reduction.term), True), None), False,
+                      (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, int(reduction.finish)), dtype,
                       finite=True)
 
 
@@ -272,6 +221,7 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
     more than one chunk per output. ``carrier``: src's dtype; float64 sums
     are compensated (of the single-tile kernels, only narrow tiles' are, _narrow_tile). ``finite``:
     KernelCall.finite."""
+    term, finish_step = int(term), int(finish_step)  # (the kernels take plain ints)
     if not plan.parallel and not plan.single_run:  # (single runs: the row kernels' serial variants)
         kernels = serial.float_sums(term, carrier == np.float64), None
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish_step
@@ -295,10 +245,11 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
     return KernelCall(kernels, plan.parallel, args, carrier, finite=finite)
 
 
-def _int_call(plan, wrapping_term, carrier, count):
-    """The KernelCall of the integer exact sum divided by ``count`` (integers._int_mean; 1: the
-    wrapping sum) or wrapping sum of squares (``wrapping_term`` True) or of |x| (SUM_ABS) of ``carrier``
-    data that writes finished results itself, or None."""
+def _int_call(plan, term, carrier, count):
+    """The KernelCall of the integer exact sum (SUM) divided by ``count`` (integers._int_mean; 1: the
+    sum modulo 2**bits) or wrapping sum of squares (SQUARES) or of |x| (ABS) of ``carrier`` data that
+    writes finished results itself, or None."""
+    wrapping_term = _INT_KERNEL_TERM[term]
     if plan.single_run:  # serial ones too: the row kernels' serial variants
         n_kept, kept_stride, n_reduced, step = plan.single_run
         kernels = rows.int_rows(wrapping_term, rows.int_rows_four(wrapping_term, carrier, n_kept, n_reduced, step))
@@ -387,17 +338,14 @@ def _kept_rows(plan):
 
 # The drivers
 
-def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
-    results in ``dtype``."""
-    if reduction.finish is not None:
-        return _derived.finished(reduction, plan, src, dtype)
-    if reduction.term == PRODUCT:
-        return _derived.products(plan, src, dtype)
+def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``, for the reductions the
+    kernels finish themselves (no finish step, not PRODUCT; numred._derived.compute takes every
+    reduction): 1-D, ``plan.n_kept`` results in ``dtype``."""
     call = kernel_call(reduction, plan, dtype)
     if reduction.term == KEY and call is None:
         # each result is one of the data's values: exact in the float64 or 64-bit integer maxima
-        return _maxima(plan, src, dtype, minimum=reduction.int_accumulator == MIN).astype(dtype)
+        return _maxima(plan, src, dtype, minimum=reduction.accumulator == MIN).astype(dtype)
     result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
     count = plan.n_reduced if reduction.mean else 1  # what the sums are divided by
     returned = None
@@ -413,7 +361,7 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
     elif dtype in FLOAT_BITS or (reduction.mean and _int_mean_by_float_tiles(plan, dtype)):
         _float_sums(plan, src, reduction.term, result, divisor=float(count))
     else:
-        _int_sums(plan, src, reduction.int_accumulator == WRAPPING, count, result)
+        _int_sums(plan, src, reduction.term, count, result)
     if _retried_if_not_finite(reduction, dtype) and not (
             finish.all_finite_above(result, -math.inf) if returned is None else returned):
         # inf/NaN inputs or an overflowing sum of finite values. The rescaled sums cannot overflow,
@@ -424,7 +372,7 @@ def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) 
         _float_sums(plan, src, SUM, rescaled, scale=_SUM_RESCALE, divisor=float(count))
         with np.errstate(over="ignore"):  # a sum beyond float64's range: inf, as IEEE addition
             result = np.where(np.isfinite(result), result, rescaled / _SUM_RESCALE)
-    return _as_dtype(result, dtype)
+    return as_dtype(result, dtype)
 
 
 def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finish_step=0):
@@ -434,6 +382,7 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
     call = _float_call(plan, term, src.dtype, scale, maxima, divisor, finish_step=finish_step)
     if call is not None:
         return call(src, result)
+    term, finish_step = int(term), int(finish_step)
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
     _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,
@@ -445,16 +394,17 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
     return None
 
 
-def _int_sums(plan, src, wrapping_term, count, result):
-    """Integer exact sum divided by ``count`` or wrapping sum of squares (``wrapping_term`` True) or
-    of |x| (SUM_ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
+def _int_sums(plan, src, term, count, result):
+    """Integer exact sum divided by ``count`` (SUM) or wrapping sum of squares (SQUARES) or of |x|
+    (ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
     compute uint64 two's-complement bits, and the store keeps the low bits."""
-    call = _int_call(plan, wrapping_term, src.dtype, count)
+    call = _int_call(plan, term, src.dtype, count)
     if call is not None:
         call(src, result)
         return
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
+    wrapping_term = _INT_KERNEL_TERM[term]
     _launch(table.INT_SUMS[wrapping_term], plan, SUM, *_geometry(plan, src), plan.tile, count, low, high, result)
     if wrapping_term:
         finish.finish_int_squares(low, plan.nchunks, result)
@@ -503,51 +453,21 @@ def _int_log_sum_exp(plan, src, dtype, result):
     result[:] = wide_result
 
 
-# float dtype -> (signed integer dtype viewing its bits, the bits of +inf)
-FLOAT_BITS = {
-    np.dtype(np.float32): (np.dtype(np.int32), 0x7F800000),
-    np.dtype(np.float64): (np.dtype(np.int64), 0x7FF0000000000000),
-    np.dtype(np.float16): (np.dtype(np.int16), 0x7C00),
-}  # and bfloat16 (add_bfloat16)
-# float dtype -> the dtype the kernels write, rounding once from float64 (store_rounded): float32 and
-# float64 themselves; float16 and bfloat16 as their bits, in the carrier dtypes of their inputs
-# (as in _frontend.CARRIERS)
-RESULT_DTYPE = {dtype: dtype for dtype in FLOAT_BITS} | {np.dtype(np.float16): np.dtype(np.uint16)}
+def _root_max(dtype):
+    """The largest integer ReduceL2 result the kernels store: the dtype's largest value, or
+    2**32 - 1 (every root of a sum below 2**64 fits a 64-bit dtype), as uint64."""
+    return np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1))
 
 
-def add_bfloat16(bfloat16: np.dtype) -> None:
-    """Add ml_dtypes' bfloat16 to the tables above (_frontend.add_bfloat16)."""
-    FLOAT_BITS[bfloat16] = (np.dtype(np.int16), 0x7F80)
-    RESULT_DTYPE[bfloat16] = np.dtype(np.int16)
-
-
-def _as_dtype(result, dtype):
-    """The kernels' float results read as ``dtype``: a view for float16 and bfloat16 bits, else the
-    array itself (a view costs 0.35 us, a tenth of a small call)."""
-    return result if result.dtype is dtype else result.view(dtype)
-
-
-# integer dtype -> (the dtype its maxima and log-sum-exp results are computed in, its largest value
-# in that dtype)
-INT_WIDENING = {
-    np.dtype(t): (np.dtype(np.uint64 if np.dtype(t).kind == "u" else np.int64),
-                  (np.uint64 if np.dtype(t).kind == "u" else np.int64)(np.iinfo(t).max))
-    for t in (np.int32, np.int64, np.uint32, np.uint64)
-}
-
-
-class Undecided(Exception):
-    """An integer log-sum-exp kernel returned a result it could not decide in float64 (a log within
-    rounding of an integer) or one that does not fit the dtype: the front end computes the call
-    again exactly (numred._exact), which gives the result or the ValueError of one that does not fit."""
-
-
-def int_log_sum_exp_overflow(dtype: np.dtype) -> ValueError:
-    """The error of an integer log-sum-exp whose result does not fit ``dtype``."""
-    return ValueError(
-        f"ReduceLogSumExp: the result does not fit in {dtype} (largest value {INT_WIDENING[dtype][1]}); "
-        "integer results are not clamped"
-    )
-
-
-from . import _derived  # noqa: E402 (last: it builds on the drivers above)
+def int_l2_call(plan, dtype):
+    """The KernelCall of an integer ReduceL2 of single runs (kernels.rows.int_rows_l2) or of a small
+    input (kernels.serial.int_l2): the roots of outputs whose sum of squares is below 2**64 by
+    their largest |x|. False returned where one is not: numred._derived then computes the call."""
+    largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
+    if plan.single_run:
+        n_kept, kept_stride, n_reduced, step = plan.single_run
+        return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
+                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, _root_max(dtype)), dtype,
+                          finite=True)
+    return KernelCall((serial.int_l2(), None), False,
+                      (plan.base, plan.dims, plan.kept_ndim, largest_fit, _root_max(dtype)), dtype, finite=True)

@@ -29,6 +29,14 @@ def is_dask_array(data) -> bool:
     return module is not None and isinstance(data, module.Array)
 
 
+def reduce_any(op: Op, data, axes, keepdims, noop_with_empty_axes):
+    """``op`` of ``data``: a Dask array lazily (``reduce``), anything else in memory
+    (numred._frontend.reduce). The public functions call this."""
+    if type(data) is not np.ndarray and is_dask_array(data):
+        return reduce(op, data, axes, keepdims, noop_with_empty_axes)
+    return reduce_in_memory(op, data, axes, keepdims, noop_with_empty_axes)
+
+
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes):
     """``op`` of the Dask array ``data``, lazily: the rules of numred._frontend.reduce."""
     dtype = as_supported_array(np.empty(0, dtype=data.dtype), op.narrow_ints).dtype  # its TypeError
@@ -49,8 +57,8 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes):
     if 0 in (data.shape[a] for a in range(data.ndim) if a not in axes):
         return _empty_result(data, axes, keepdims, dtype)
     n_reduced = math.prod(data.shape[a] for a in axes)
-    if n_reduced == 0 and dtype.kind in "iu" and op.empty_int is None:
-        reduce_in_memory(op, np.empty((0,), dtype=dtype), None, 1, 0)  # raises the front end's ValueError
+    if n_reduced == 0:
+        op.empty_result(dtype, ())  # raises the contract's ValueError where the result is undefined
     name = op.name
     meta = np.empty((0,) * (data.ndim if keepdims else data.ndim - len(axes)), dtype=dtype)
     chunk = functools.partial(_chunk_states, name)

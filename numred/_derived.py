@@ -1,9 +1,8 @@
-"""The operators built on other reductions' results where one kernel call cannot finish them
-(_compute.kernel_call decides): ReduceL1 from the chunk partials of sums of |x|, ReduceL2 and
-ReduceLogSum from unrounded float64 sums of their layout's sum kernels (integers: from exact or
-wrapping integer reductions), and ReduceProd from its products kernel's (mantissa, exponent)
-partials. The driver (``_compute.compute``) sends a Reduction here by its
-``finish`` step or its PRODUCT term.
+"""The engine's entry point, ``compute``, and the operators built on other reductions' results where
+one kernel call cannot finish them (numred._compute.kernel_call decides): ReduceL1 from the chunk
+partials of sums of |x|, ReduceL2 and ReduceLogSum from unrounded float64 sums of their layout's sum
+kernels (integers: from exact or wrapping integer reductions), and ReduceProd from its products
+kernel's (mantissa, exponent) partials. Every other reduction goes to the drivers in numred._compute.
 """
 from __future__ import annotations
 
@@ -12,13 +11,25 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM,
-                       WRAPPING, _NO_MAXIMA, _SUM_RESCALE, KernelCall, Reduction, Undecided, _as_dtype, _float_call,
-                       _float_sums, _geometry, _int_sums, _launch, _tasks, compute, int_l1_term, kernel_call,
-                       products_kernel)
+from ._compute import (_NO_MAXIMA, _SUM_RESCALE, _float_call, _float_sums, _geometry, _int_sums, _launch, _root_max,
+                       _tasks, compute_direct, int_l1_term, kernel_call, products_kernel)
+from ._plan import Plan
+from ._reduction import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM, WRAPPING,
+                         Reduction, Undecided, as_dtype)
 from ._runtime import get_num_threads, run
-from .kernels import finish, serial, table
+from .kernels import finish, table
 from .kernels.serial import L2_SMALLEST_SUM
+
+
+def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
+    results in ``dtype``. Raises Undecided where exact arithmetic must decide a result."""
+    if reduction.finish is not None:
+        return finished(reduction, plan, src, dtype)
+    if reduction.term == PRODUCT:
+        return products(plan, src, dtype)
+    return compute_direct(reduction, plan, src, dtype)
+
 
 # ReduceL1, ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here,
 # unrounded: nothing, a square root or a log, then the one rounding to the output dtype.
@@ -35,8 +46,8 @@ _PRODUCT = Reduction(PRODUCT, WRAPPING)
 def _largest_magnitudes(plan, src, dtype):
     """max |x| per output, in float64 (exact for floats; integers rounded), from ReduceMax's and
     ReduceMin's kernels."""
-    return np.maximum(np.abs(compute(_MAX, plan, src, dtype).astype(np.float64)),
-                      np.abs(compute(_MIN, plan, src, dtype).astype(np.float64)))
+    return np.maximum(np.abs(compute_direct(_MAX, plan, src, dtype).astype(np.float64)),
+                      np.abs(compute_direct(_MIN, plan, src, dtype).astype(np.float64)))
 
 
 def finished(reduction, plan, src, dtype):
@@ -48,7 +59,7 @@ def finished(reduction, plan, src, dtype):
         if returned is None and call.finite:  # (the row kernels: their results checked here)
             returned = finish.all_finite_above(result, call.lowest)
         if returned or not call.finite:
-            return _as_dtype(result, dtype)
+            return as_dtype(result, dtype)
     if dtype not in FLOAT_BITS:
         if reduction.finish == ROUND:
             return _int_l1(plan, src, dtype)
@@ -61,7 +72,7 @@ def finished(reduction, plan, src, dtype):
         # sum of narrower floats (no overflow, no bits lost in subnormal squares)
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
         _float_sums(plan, src, reduction.term, result, finish_step=reduction.finish)
-        return _as_dtype(result, dtype)
+        return as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
     # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -118,7 +129,7 @@ def products(plan, src, dtype):
     if call is not None:  # one chunk per output: the kernel stores the finished results
         result = np.empty(plan.n_kept, dtype=carrier)
         call(src, result)
-        return _as_dtype(result, dtype)
+        return as_dtype(result, dtype)
     exponents = np.empty(_tasks(plan), dtype=np.int64)
     mantissas = np.empty(_tasks(plan) if floats else 0)
     _launch(products_kernel(plan, dtype), plan, PRODUCT, *_geometry(plan, src), plan.tile, mantissas,
@@ -167,7 +178,7 @@ def _means_and_residues(plan, src, dtype):
     Undecided (the rows are summed in Python) for larger n."""
     if plan.n_reduced > 1 << (8 * dtype.itemsize - 1):
         raise Undecided
-    return compute(_INT_MEAN, plan, src, dtype), compute(_INT_SUM, plan, src, dtype).view(f"u{dtype.itemsize}")
+    return compute_direct(_INT_MEAN, plan, src, dtype), compute_direct(_INT_SUM, plan, src, dtype).view(f"u{dtype.itemsize}")
 
 
 def int_totals(plan, src, dtype):
@@ -250,30 +261,10 @@ def int_square_sums(plan, src, dtype):
     (ReduceSumSquare stores only their low 32 bits), so that every int32 or uint32 L2 whose sum of
     squares is below 2**64, all of those whose result fits, is decided here and not in Python."""
     if dtype.itemsize == 8:
-        return compute(_INT_SQUARES, plan, src, dtype).view(np.uint64)
+        return compute_direct(_INT_SQUARES, plan, src, dtype).view(np.uint64)
     sums = np.empty(plan.n_kept, dtype=np.uint64)
-    _int_sums(plan, src, True, 1, sums)
+    _int_sums(plan, src, SQUARES, 1, sums)
     return sums
-
-
-def _root_max(dtype):
-    """The largest integer ReduceL2 result the kernels store: the dtype's largest value, or
-    2**32 - 1 (every root of a sum below 2**64 fits a 64-bit dtype), as uint64."""
-    return np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1))
-
-
-def int_l2_call(plan, dtype):
-    """The KernelCall of an integer ReduceL2 of single runs (kernels.rows.int_rows_l2) or of a small
-    input (kernels.serial.serial_int_l2): the roots of outputs whose sum of squares is below 2**64 by
-    their largest |x|. False returned where one is not: finished then computes the call by _int_l2."""
-    largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
-    if plan.single_run:
-        n_kept, kept_stride, n_reduced, step = plan.single_run
-        return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
-                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, _root_max(dtype)), dtype,
-                          finite=True)
-    return KernelCall((serial.int_l2(), None), False,
-                      (plan.base, plan.dims, plan.kept_ndim, largest_fit, _root_max(dtype)), dtype, finite=True)
 
 
 def _int_l2(plan, src, dtype):

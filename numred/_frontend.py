@@ -13,41 +13,19 @@ import numpy as np
 from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from . import _compute
-from ._compute import Undecided, compute, int_log_sum_exp_overflow
+from ._derived import compute
 from ._launch import one_launch
 from ._plan import make_plan
 from ._runtime import get_num_threads
+from ._reduction import CARRIERS, Undecided, add_bfloat16, int_log_sum_exp_overflow
 from ._registry import Op
 
-# dtype -> the dtype the kernels read it as. Numba cannot load float16 or bfloat16 arrays, so both
-# travel as 16-bit integers, and the integer type tells the kernel which decoding applies.
-CARRIERS = {
-    np.dtype(np.float32): np.dtype(np.float32),
-    np.dtype(np.float64): np.dtype(np.float64),
-    np.dtype(np.float16): np.dtype(np.uint16),
-    np.dtype(np.int32): np.dtype(np.int32),
-    np.dtype(np.int64): np.dtype(np.int64),
-    np.dtype(np.uint32): np.dtype(np.uint32),
-    np.dtype(np.uint64): np.dtype(np.uint64),
-}  # and bfloat16 (add_bfloat16)
+# (CARRIERS: the dtypes the kernels read, numred._reduction. Numba cannot load float16 or bfloat16
+# arrays, so both travel as 16-bit integers, and the integer type tells the kernel which decoding applies.)
 SUPPORTED_NAMES = "float32, float64, float16, bfloat16, int32, int64, uint32, uint64"
 # ReduceMax and ReduceMin also take int8 and uint8 (their ONNX opset-18 type lists; Op.narrow_ints),
 # read by the kernels as they are
 NARROW_INTS = (np.dtype(np.int8), np.dtype(np.uint8))
-
-
-def add_bfloat16() -> np.dtype:
-    """ml_dtypes' bfloat16, added to the supported dtypes (int16 bits for the kernels). numred does
-    not import ml_dtypes itself: it takes 0.3-0.5 s, a third of a warm start, and a bfloat16 array
-    exists only where ml_dtypes has been imported, so its first one adds the entries."""
-    import ml_dtypes
-
-    bfloat16 = np.dtype(ml_dtypes.bfloat16)
-    if bfloat16 not in CARRIERS:
-        _compute.add_bfloat16(bfloat16)  # (first: CARRIERS is what the front end checks)
-        CARRIERS[bfloat16] = np.dtype(np.int16)
-    return bfloat16
 
 
 def supported_dtypes() -> list[np.dtype]:
@@ -234,11 +212,6 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
                 return result
     else:
         key = None
-        if "dask.array" in sys.modules:
-            from . import _dask
-
-            if _dask.is_dask_array(data):  # a lazy Dask array in, a lazy one out
-                return _dask.reduce(op, data, axes, keepdims, noop_with_empty_axes)
     try:
         return _reduce(op, data, axes, keepdims, noop_with_empty_axes, key)
     except Undecided:  # rare: a kernel could not decide a result in float64, or it does not fit
@@ -313,15 +286,7 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
     if n_out == 0:
         return np.empty(out_shape, dtype=x.dtype)
     if n_reduced == 0:
-        if x.dtype.kind in "iu":
-            empty_int = op.empty_int(x.dtype) if callable(op.empty_int) else op.empty_int
-            if empty_int is None:
-                raise ValueError(
-                    f"{op.onnx_name} over an empty set is undefined for integer dtype {x.dtype} "
-                    "(no integer NaN or -inf)"
-                )
-            return np.full(out_shape, empty_int, dtype=x.dtype)
-        return np.full(out_shape, op.empty_float, dtype=x.dtype)
+        return op.empty_result(x.dtype, out_shape)
 
     carrier = CARRIERS.get(x.dtype, x.dtype)  # (int8 and uint8 are their own)
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)

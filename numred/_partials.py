@@ -40,11 +40,10 @@ import math
 import numpy as np
 
 from . import _derived, _exact
-from ._compute import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, LOG, PRODUCT, RESULT_DTYPE, SQRT, SQUARES,
-                       SUM, _NO_MAXIMA, _SUM_RESCALE, Undecided, _as_dtype, _geometry, _maxima, _tasks,
-                       int_log_sum_exp_overflow, products_kernel)
-from ._frontend import CARRIERS, add_bfloat16, reduce
+from ._compute import _NO_MAXIMA, _SUM_RESCALE, _geometry, _maxima, _tasks, products_kernel
 from ._plan import make_plan
+from ._reduction import (ABS, CARRIERS, EXP, FLOAT_BITS, INT_WIDENING, KEY, LOG, PRODUCT, RESULT_DTYPE, SQRT,
+                         SQUARES, SUM, Undecided, add_bfloat16, as_dtype, int_log_sum_exp_overflow)
 from ._registry import OPS_BY_NAME, Op
 from ._runtime import run
 from .kernels import finish, table
@@ -103,8 +102,15 @@ def _identity(op, dtype, shape):
 
 
 def _reduce(op, x, axes):
-    """``op`` of ``x`` over ``axes`` in memory, keepdims: the states of RESULTS and empty sets."""
-    return reduce(op, x, list(axes), 1, 0)
+    """``op`` of ``x`` (native byte order) over ``axes`` in memory, keepdims, by the engine's driver:
+    the states of RESULTS (maxima, minima and wrapping integer results, which no kernel leaves
+    undecided) and the results over empty sets."""
+    out_shape = _kept_shape(x.shape, axes)
+    if x.size == 0:
+        return np.empty(out_shape, x.dtype) if 0 in out_shape else op.empty_result(x.dtype, out_shape)
+    carrier = CARRIERS.get(x.dtype, x.dtype)  # (int8 and uint8, of ReduceMax and ReduceMin, are their own)
+    plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), tuple(sorted(axes)))
+    return _derived.compute(op.reduction, plan, src, x.dtype).reshape(out_shape)
 
 
 def _kept_shape(shape, axes):
@@ -177,7 +183,7 @@ def _float_states(op, plan, src, dtype, rows):
         return states
     total = states["total"]
     if reduction.term == SUM:
-        # as in memory (_compute.compute): where a float64 sum is not finite, the sum of x * 2**-64
+        # as in memory (numred._derived.compute): where a float64 sum is not finite, the sum of x * 2**-64
         # cannot overflow; a sum that overflowed the other way becomes the infinity it holds
         again = ~np.isfinite(total)
         if again.any():
@@ -345,7 +351,7 @@ def _finished(op, dtype, kind, states, n_reduced):
     if kind == EXP_SUMS:
         finish.finish_float_log_sum_exp(np.ascontiguousarray(states["total"]), np.ascontiguousarray(states["comp"]),
                                         1, np.ascontiguousarray(states["max"]), result)
-        return _as_dtype(result, dtype)
+        return as_dtype(result, dtype)
     if kind == INT_EXP_SUMS:
         raise AssertionError("integer log-sum-exp states finish in two steps (int_exp_candidates)")
     divisor = float(n_reduced) if reduction.mean else 1.0
@@ -362,7 +368,7 @@ def _finished(op, dtype, kind, states, n_reduced):
                 result[scaled] = np.log(value) + states["scale"][scaled] * _derived._LN_2
             else:
                 result[scaled] = np.ldexp(value / divisor, states["scale"][scaled].astype(np.int32))
-    return _as_dtype(result, dtype)
+    return as_dtype(result, dtype)
 
 
 # ---- integer log-sum-exp: float64 first, exactly where that cannot decide ---------------------------

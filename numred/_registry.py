@@ -1,7 +1,7 @@
 """One record per operator: everything the front end, the tests and the benchmarks need to know.
 
 A new operator is one entry here: its Reduction names a term, an integer accumulator and a finish
-step that kernels exist for (_compute.KERNEL_SETS); nothing else enumerates the operators.
+step that kernels exist for (_reduction.KERNEL_SETS); nothing else enumerates the operators.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import _compute, _exact
+from . import _exact, _reduction
 
 
 @dataclass(frozen=True)
@@ -22,15 +22,26 @@ class Op:
     empty_int: int | Callable[[np.dtype], int] | None
     noop: Callable[[np.ndarray], np.ndarray]  # result when no axis is reduced (noop_with_empty_axes=1)
     numpy_peer: Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]  # the NumPy way, for benchmarks
-    # what the kernels compute: the term, the integer accumulator, the finish step (_compute.Reduction)
-    reduction: _compute.Reduction
+    # what the kernels compute: the term, the integer accumulator, the finish step (_reduction.Reduction)
+    reduction: _reduction.Reduction
     # (rows: 2-D, the reduced elements of each output in a row) -> the exact results, or None when
-    # one does not fit the dtype: what the front end runs when compute raises _compute.Undecided
+    # one does not fit the dtype: what the front end runs when compute raises _reduction.Undecided
     exact: Callable | None = None
     narrow_ints: bool = False  # int8 and uint8 are supported too (ReduceMax and ReduceMin, as in ONNX)
     # the benchmarks time it on |x| (_bench_cases.op_input): its integer results exist only for
     # positive sums, and random signed data has as many negative ones (ReduceLogSum)
     positive_input: bool = False
+
+    def empty_result(self, dtype: np.dtype, shape: tuple) -> np.ndarray:
+        """The results over an empty set of elements (docs/SEMANTICS.md), or the ValueError where the
+        contract leaves them undefined (no integer NaN or -inf)."""
+        if dtype.kind not in "iu":
+            return np.full(shape, self.empty_float, dtype=dtype)
+        value = self.empty_int(dtype) if callable(self.empty_int) else self.empty_int
+        if value is None:
+            raise ValueError(f"{self.onnx_name} over an empty set is undefined for integer dtype {dtype} "
+                             "(no integer NaN or -inf)")
+        return np.full(shape, value, dtype=dtype)
 
     @property
     def int_wraps(self) -> bool:
@@ -84,7 +95,7 @@ OPS = (
         empty_int=None,
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.mean(x, axis=axes, keepdims=keepdims),
-        reduction=_compute.Reduction(_compute.SUM, _compute.EXACT, mean=True),
+        reduction=_reduction.Reduction(_reduction.SUM, _reduction.EXACT, mean=True),
     ),
     Op(
         name="reduce_log_sum_exp",
@@ -93,7 +104,7 @@ OPS = (
         empty_int=None,
         noop=lambda x: x.copy(),
         numpy_peer=_numpy_logsumexp,
-        reduction=_compute.Reduction(_compute.EXP, _compute.MAX_AND_EXP_SUM),
+        reduction=_reduction.Reduction(_reduction.EXP, _reduction.MAX_AND_EXP_SUM),
         exact=_exact.int_log_sum_exp,
     ),
     Op(
@@ -103,7 +114,7 @@ OPS = (
         empty_int=0,
         noop=_square_in_dtype,
         numpy_peer=lambda x, axes, keepdims: np.sum(np.square(x), axis=axes, keepdims=keepdims),
-        reduction=_compute.Reduction(_compute.SQUARES, _compute.WRAPPING),
+        reduction=_reduction.Reduction(_reduction.SQUARES, _reduction.WRAPPING),
     ),
     Op(
         name="reduce_sum",
@@ -113,7 +124,7 @@ OPS = (
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims),
         # integers: the exact sum's low bits, which is the sum modulo 2**bits (int_wraps)
-        reduction=_compute.Reduction(_compute.SUM, _compute.EXACT),
+        reduction=_reduction.Reduction(_reduction.SUM, _reduction.EXACT),
     ),
     Op(
         name="reduce_max",
@@ -122,7 +133,7 @@ OPS = (
         empty_int=lambda dtype: int(np.iinfo(dtype).min),  # ONNX: "the minimum value of the data type"
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
-        reduction=_compute.Reduction(_compute.KEY, _compute.MAX),
+        reduction=_reduction.Reduction(_reduction.KEY, _reduction.MAX),
         narrow_ints=True,
     ),
     Op(
@@ -132,7 +143,7 @@ OPS = (
         empty_int=lambda dtype: int(np.iinfo(dtype).max),
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),
-        reduction=_compute.Reduction(_compute.KEY, _compute.MIN),
+        reduction=_reduction.Reduction(_reduction.KEY, _reduction.MIN),
         narrow_ints=True,
     ),
     Op(
@@ -143,7 +154,7 @@ OPS = (
         noop=lambda x: x.copy(),
         numpy_peer=lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
         # integers: modulo 2**bits
-        reduction=_compute.Reduction(_compute.PRODUCT, _compute.WRAPPING),
+        reduction=_reduction.Reduction(_reduction.PRODUCT, _reduction.WRAPPING),
     ),
     Op(
         name="reduce_l1",
@@ -153,7 +164,7 @@ OPS = (
         noop=_magnitude_wrapping,
         numpy_peer=lambda x, axes, keepdims: np.sum(np.abs(x), axis=axes, keepdims=keepdims),
         # integers: modulo 2**bits, |INT_MIN| wrapping to INT_MIN
-        reduction=_compute.Reduction(_compute.ABS, _compute.WRAPPING, finish=_compute.ROUND),
+        reduction=_reduction.Reduction(_reduction.ABS, _reduction.WRAPPING, finish=_reduction.ROUND),
     ),
     Op(
         name="reduce_l2",
@@ -163,7 +174,7 @@ OPS = (
         noop=_magnitude,
         numpy_peer=lambda x, axes, keepdims: np.sqrt(np.sum(np.square(x), axis=axes, keepdims=keepdims)),
         # integers: isqrt of the exact sum of squares
-        reduction=_compute.Reduction(_compute.SQUARES, _compute.EXACT, finish=_compute.SQRT),
+        reduction=_reduction.Reduction(_reduction.SQUARES, _reduction.EXACT, finish=_reduction.SQRT),
         exact=_exact.l2,
     ),
     Op(
@@ -174,7 +185,7 @@ OPS = (
         noop=_elementwise_log,
         numpy_peer=lambda x, axes, keepdims: np.log(np.sum(x, axis=axes, keepdims=keepdims)),
         # integers: trunc(ln S) of the exact sum S
-        reduction=_compute.Reduction(_compute.SUM, _compute.EXACT, finish=_compute.LOG),
+        reduction=_reduction.Reduction(_reduction.SUM, _reduction.EXACT, finish=_reduction.LOG),
         exact=_exact.int_log_sum,
         positive_input=True,
     ),

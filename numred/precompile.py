@@ -84,7 +84,7 @@ def _sample(shape, dtype):
 def _single_run(x, axes) -> bool:
     """Whether the plan reads ``x`` reduced over ``axes`` as one run per output: the row kernels,
     whose serial variants every small input of the same kind of rows takes."""
-    from numred._frontend import CARRIERS
+    from numred._reduction import CARRIERS
     from numred._plan import make_plan
 
     plan, _ = make_plan(x.view(CARRIERS.get(x.dtype, x.dtype)), tuple(range(x.ndim)) if axes is None else tuple(axes))
@@ -103,13 +103,13 @@ def _kernel_group(op, dtype) -> int:
     groups none (but for small helpers). The operator's term, with two merges: a log-sum-exp's max
     kernel is ReduceMax's (the KEY term), and unsigned integers are their own |x|, so their ReduceL1
     runs ReduceSum's kernels (the SUM term)."""
-    from numred import _compute
+    from numred._reduction import ABS, EXP, KEY, SUM
 
     term = op.reduction.term
-    if term == _compute.EXP:
-        return _compute.KEY
-    if term == _compute.ABS and dtype.kind == "u":
-        return _compute.SUM
+    if term == EXP:
+        return KEY
+    if term == ABS and dtype.kind == "u":
+        return SUM
     return term
 
 
@@ -200,13 +200,16 @@ def planned_tasks(dtypes: list[str] | None = None, fork: bool | list[str] = Fals
 
 
 def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,
-               fork: bool | list[str] = False, ops: list[str] | None = None) -> None:
+               fork: bool | list[str] = False, ops: list[str] | None = None, progress=None) -> None:
     """Compile (or load) the kernels of ``dtypes`` (default: all ten, dtype_names) in ``processes`` worker
     processes (default: one per core), with ``fork`` the serial variants that forked children run
     too (True: of every dtype compiled; a list: of those dtypes only), of the operators ``ops``
     (names, default all); ``report(name, seconds)`` per dtype, when its last shard is done, with the
-    seconds of all its shards (compile time, not wall time: they may run at once)."""
+    seconds of all its shards (compile time, not wall time: they may run at once);
+    ``progress(done, total, label)`` once before the first shard and after each one (Progress)."""
     tasks = planned_tasks(dtypes, fork, ops)
+    if progress is not None:
+        progress(0, len(tasks), "")
     names = list(dict.fromkeys(name for name, _, _ in tasks))
     left = {name: sum(task[0] == name for task in tasks) for name in names}
     seconds = dict.fromkeys(names, 0.0)
@@ -218,8 +221,42 @@ def precompile(dtypes: list[str] | None = None, processes: int | None = None, re
             name, took = future.result()
             seconds[name] += took
             left[name] -= 1
+            if progress is not None:
+                progress(sum(f.done() for f in futures), len(tasks), name)
             if left[name] == 0 and report is not None:
                 report(name, seconds[name])
+
+
+class Progress:
+    """What a precompile has done, shown as it goes: tqdm's bar (count, elapsed time, estimate) where
+    tqdm is installed and ``stream`` is a terminal; otherwise one plain line per group of kernels
+    (``write``, default: print to ``stream``), as a log keeps them."""
+
+    def __init__(self, stream=None, write=None):
+        stream = sys.stderr if stream is None else stream
+        self.stream, self.write, self.bar, self.start = stream, write, None, time.perf_counter()
+        if write is None and stream.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                self.bar = tqdm(total=0, desc="numred precompile", unit=" kernel groups", file=stream)
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if self.bar is not None:
+            self.bar.total = total
+            self.bar.update(done - self.bar.n)
+            if done == total:
+                self.bar.close()
+            return
+        elapsed = time.perf_counter() - self.start
+        line = f"numred precompile: {done}/{total} kernel groups, {elapsed:.0f} s"
+        if done == 0:
+            line += " (compiling every kernel into Numba's disk cache: minutes once, seconds after)"
+        elif done < total:
+            line += f", about {elapsed / done * (total - done):.0f} s left"
+        (self.write or (lambda text: print(text, file=self.stream, flush=True)))(line)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -245,6 +282,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"numred precompile: {error}", file=sys.stderr)
         return 2
     precompile(args.dtype, args.processes, report=lambda name, s: print(f"{name:9s} {s:6.1f} s", flush=True),
-               fork=fork, ops=args.op)
+               fork=fork, ops=args.op, progress=Progress())
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0

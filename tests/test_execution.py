@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import numred
-from numred import _runtime
 from numred.kernels import rows, table
 from test_runtime import run_python
 from threads import needs_two_threads, with_threads

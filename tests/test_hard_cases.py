@@ -660,7 +660,7 @@ def test_float64_mean_of_an_infinity_and_values_whose_sum_overflows_the_other_wa
     # Finite values whose float64 sum overflows to -inf, and one +inf: the exact sum is +inf, and
     # so is the mean (SEMANTICS: an inf without the opposite one gives that inf). A plain sum gives
     # -inf + inf = NaN, or inf when the inf comes first: the result depended on the order, and the
-    # rescaled retry (_compute.compute) kept the NaN. Found by fuzzing against the oracle.
+    # rescaled retry (numred._compute.compute_direct) kept the NaN. Found by fuzzing against the oracle.
     rng = np.random.default_rng(12)
     n_rows, n = {"serial": (3, 5), "one long row": (1, 100_000)}.get(layout, (200, 300))
     x = rng.uniform(1.5e308, 1.7e308, (n_rows, n)) * np.where(np.arange(n_rows) % 2, 1, -1)[:, None]
@@ -1044,7 +1044,7 @@ def test_exact_paths_read_long_rows_in_pieces(dtype, axes, monkeypatch):
     # method patched to give up) and counts of distances (ReduceLogSumExp next to an integer) must
     # add up across the pieces, for every output.
     from numred import _derived, _exact
-    from numred._compute import Undecided
+    from numred._reduction import Undecided
 
     monkeypatch.setattr(_exact, "_BLOCK_ELEMENTS", 5)
     rng = np.random.default_rng(11)

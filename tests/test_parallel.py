@@ -58,9 +58,9 @@ def _make(kind, shape, seed):
 
 
 def _carrier_view(x):
-    """x as the kernels read it (_frontend.CARRIERS), bfloat16 registered first as numred's first
+    """x as the kernels read it (numred._reduction.CARRIERS), bfloat16 registered first as numred's first
     call of one would (a test run alone may have made no such call yet)."""
-    from numred._frontend import CARRIERS, add_bfloat16
+    from numred._reduction import CARRIERS, add_bfloat16
 
     add_bfloat16()
     return x.view(CARRIERS[x.dtype])
@@ -719,7 +719,7 @@ def _plan_kind(x, axes):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint32", "uint64"])
 def test_sums_of_x_and_of_abs_x_match_exact_sums_on_every_layout(dtype):
-    # ReduceSum (term x, no division; _compute.KERNEL_SETS) and ReduceL1 (term |x|), first calls and
+    # ReduceSum (term x, no division; _reduction.KERNEL_SETS) and ReduceL1 (term |x|), first calls and
     # repeats (one launch), on every layout the precompile step covers (each layout's kernel variant
     # per term: the |x| variants of the float row, narrow-tile and block kernels are their own). Floats: grid
     # values, whose float64 sums are exact in any order, so the result is that sum rounded once

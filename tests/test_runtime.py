@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import numred
-from numred import _compute, _runtime
+from numred import _derived, _reduction, _runtime
 from numred._registry import OPS
 
 PACKAGE_DIR = Path(numred.__file__).parent
@@ -380,7 +380,8 @@ def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
     # whether its parent had reduced something before forking. Every operator in one test per
     # dtype: operators share kernels, which one process then compiles once where they are not
     # precompiled (CI's `precompile --fork` compiles them; a session's own precompile does not).
-    from numred._frontend import CARRIERS, as_supported_array, supported_dtypes
+    from numred._frontend import as_supported_array, supported_dtypes
+    from numred._reduction import CARRIERS
     from numred._plan import make_plan
 
     dtype = next(d for d in supported_dtypes() if d.name == dtype)  # (registers bfloat16 with NumPy)
@@ -389,9 +390,9 @@ def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
         for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
             plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)
             assert plan.parallel
-            parallel = _compute.compute(op.reduction, plan, src, data.dtype)
+            parallel = _derived.compute(op.reduction, plan, src, data.dtype)
             monkeypatch.setattr(_runtime, "_parallel_allowed", False)
-            serial = _compute.compute(op.reduction, plan, src, data.dtype)
+            serial = _derived.compute(op.reduction, plan, src, data.dtype)
             monkeypatch.setattr(_runtime, "_parallel_allowed", True)
             assert parallel.tobytes() == serial.tobytes(), (op.name, axes)
 
@@ -400,9 +401,9 @@ def test_a_reduction_names_a_combination_that_has_kernels():
     # An operator's Reduction is data the drivers dispatch on; one its kernels do not exist for
     # must fail where it is declared, not as a wrong result or a compile error at its first call.
     with pytest.raises(ValueError, match="no kernels"):
-        _compute.Reduction(_compute.SUM, _compute.WRAPPING)
+        _reduction.Reduction(_reduction.SUM, _reduction.WRAPPING)
     with pytest.raises(ValueError, match="no kernels"):
-        _compute.Reduction(_compute.EXP, _compute.MAX_AND_EXP_SUM, mean=True)
+        _reduction.Reduction(_reduction.EXP, _reduction.MAX_AND_EXP_SUM, mean=True)
 
 
 def test_get_num_threads_is_numbas_count_in_every_state():
@@ -451,3 +452,24 @@ def test_every_compiled_kernel_has_its_own_qualified_name():
     shared = sorted({n for n in names if names.count(n) > 1})
     assert not shared, f"kernels compiled under one name: {shared}"
     assert len(names) > 20
+
+
+def test_a_first_compile_says_so_once_through_the_numred_logger(caplog, monkeypatch):
+    # A first call that compiles takes seconds: the numred logger says why, once per process, at
+    # INFO (silent unless the application shows it); other packages' Numba functions say nothing.
+    import logging
+
+    from numba import njit
+
+    monkeypatch.setattr(_runtime.COMPILE_NOTICE, "said", False)
+    theirs, ours = {"__name__": "their_package"}, {"__name__": "numred._probe"}
+    exec("def f(x):\n    return x + 1", theirs)
+    exec("def f(x):\n    return x + 2", ours)
+    with caplog.at_level(logging.INFO, logger="numred"):
+        assert njit(theirs["f"])(1) == 2
+        assert not caplog.records
+        probe = njit(ours["f"])
+        assert probe(1) == 3 and probe(1.0) == 3.0  # two signatures: two compiles
+    notices = [record for record in caplog.records if record.name == "numred"]
+    assert [record.getMessage() for record in notices] == [_runtime.CompileNotice.MESSAGE]
+    assert notices[0].levelno == logging.INFO

@@ -1,0 +1,89 @@
+"""numred's modules import one way: no module depends, directly or through others, on a module that
+depends on it. Read from the source with ``ast``, so that imports inside functions (the lazy ones)
+count as well.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "numred"
+
+
+def _module_name(path: Path, package: Path) -> str:
+    parts = ("numred", *path.relative_to(package).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules(package: Path) -> dict[str, Path]:
+    return {_module_name(path, package): path for path in package.rglob("*.py")}
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The numred modules that module ``name`` imports, anywhere in its source."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = name.split(".")[:len(name.split(".")) - node.level + is_package]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            for alias in node.names:  # a submodule imported by name, or a name from the module
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+    return {module for module in found if module in modules and module != name}
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    modules = _modules(package)
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``, each as the modules along it (depth-first search)."""
+    found, state = [], {}  # state: 1 on the current path, 2 done
+    path = []
+
+    def visit(module):
+        state[module] = 1
+        path.append(module)
+        for imported in sorted(graph[module]):
+            if state.get(imported) == 1:
+                found.append(path[path.index(imported):] + [imported])
+            elif imported not in state:
+                visit(imported)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return found
+
+
+def test_the_checker_reads_the_package():
+    graph = import_graph()
+    assert "numred._frontend" in graph["numred._dask"]
+    assert "numred.kernels.base" in graph["numred._reduction"]
+    assert "numred._registry" in graph["numred"]
+
+
+def test_the_checker_finds_a_cycle(tmp_path):
+    package = tmp_path / "numred"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from . import b\n")
+    (package / "b.py").write_text("def f():\n    from .sub.c import g\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "c.py").write_text("from ..a import x\n")
+    assert cycles(import_graph(package)) == [["numred.a", "numred.b", "numred.sub.c", "numred.a"]]
+
+
+@pytest.mark.parametrize("module", sorted(import_graph()))
+def test_no_import_cycle_through(module):
+    assert not [cycle for cycle in cycles(import_graph()) if module in cycle]
