@@ -20,6 +20,9 @@
   (``package_source_stamp``), not only their own. Saving a compiled kernel to the cache holds an
   inter-process file lock, so that processes doing their first calls at once cannot corrupt each
   other's cache index (numba#4807, #10128).
+- ``CompileNotice``: the first kernel compiled in a process says so once, through the ``numred``
+  logger (silent unless the application shows INFO records): a first call that compiles takes
+  seconds, where later ones take microseconds.
 - ``run``: the parallel variant of a kernel, or the serial one, which computes the same tasks in the
   same order (the same bits). Under TBB and OpenMP any number of threads launch at once, with no
   lock. Numba's workqueue layer aborts the process on concurrent launches: there a thread that
@@ -35,6 +38,7 @@ import functools
 import glob
 import hashlib
 import importlib.metadata
+import logging
 import os
 import stat
 import sys
@@ -44,6 +48,7 @@ import types
 
 import numba
 from numba import njit
+from numba.core import event
 
 try:
     import fcntl
@@ -77,6 +82,32 @@ def load_tbb() -> str | None:
 
 
 TBB_LIBRARY = load_tbb()
+
+class CompileNotice(event.Listener):
+    """Logs, once per process, that numred compiles kernels: at the first compile of a numred function
+    (Numba's "numba:compile" event, which a load from the disk cache does not raise)."""
+
+    MESSAGE = ("compiling numred's kernels for a first call of this kind: seconds now, microseconds on "
+               "later calls; they are cached on disk, and `python -m numred precompile` compiles them all "
+               "ahead of time")
+
+    def __init__(self):
+        self.said = False
+
+    def on_start(self, ev):
+        dispatcher = ev.data.get("dispatcher") if isinstance(ev.data, dict) else None
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+        if not self.said and module.split(".")[0] == "numred":
+            self.said = True
+            logging.getLogger("numred").info(self.MESSAGE)
+
+    def on_end(self, ev):
+        pass
+
+
+COMPILE_NOTICE = CompileNotice()
+event.register("numba:compile", COMPILE_NOTICE)
+logging.getLogger("numred").addHandler(logging.NullHandler())  # (a library's logger: silent by default)
 
 _PRIVATE_ROOT = os.path.join(tempfile.gettempdir(), f"numred-{os.getuid() if hasattr(os, 'getuid') else 0}")
 

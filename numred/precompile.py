@@ -217,12 +217,12 @@ def precompile(dtypes: list[str] | None = None, processes: int | None = None, re
     # spawn: a fresh interpreter per worker (fork after Numba's threads started is not safe)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(compile_dtype, *task) for task in tasks]
-        for future in as_completed(futures):
+        for done, future in enumerate(as_completed(futures), 1):
             name, took = future.result()
             seconds[name] += took
             left[name] -= 1
             if progress is not None:
-                progress(sum(f.done() for f in futures), len(tasks), name)
+                progress(done, len(tasks), name)
             if left[name] == 0 and report is not None:
                 report(name, seconds[name])
 

@@ -49,11 +49,11 @@ PRECOMPILE_MIN_TESTS = 200
 def _precompile(config, tests: int) -> None:
     if tests < PRECOMPILE_MIN_TESTS or os.environ.get("NUMRED_PRECOMPILED") == "1":
         return
-    from numred.precompile import precompile
+    from numred.precompile import Progress, precompile
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     start = time.perf_counter()
-    precompile()
+    precompile(progress=None if reporter is None else Progress(write=reporter.write_line))
     if reporter is not None:
         reporter.write_line(f"numred precompile: {time.perf_counter() - start:.1f} s")
 

@@ -180,6 +180,20 @@ def test_precompile_op_compiles_those_operators_only(precompile_tasks, capsys):
         precompile.precompile(["int8", "uint8"], ops=["reduce_mean"])
 
 
+def test_precompile_shows_its_progress(precompile_tasks, capsys):
+    # Minutes of compiling say so at once, then count the groups of kernels done, with the time taken
+    # and an estimate of the time left: plain lines where stderr is not a terminal (a log, CI)
+    from numred.__main__ import main
+
+    assert main(["precompile", "--dtype", "int8", "--dtype", "uint8"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("numred precompile: ")]
+    total = len(precompile_tasks)
+    assert total >= 2
+    assert [line.split()[2] for line in lines] == [f"{done}/{total}" for done in range(total + 1)]
+    assert "minutes once" in lines[0]
+    assert all(line.endswith(" s left") for line in lines[1:-1])
+
+
 def test_precompile_reports_an_argument_error_without_a_traceback(precompile_tasks, capsys):
     from numred.__main__ import main
 
