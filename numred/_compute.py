@@ -163,14 +163,13 @@ def _finished_call(reduction, plan, dtype):
     decided there (an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
     that is not finite) the kernel returns False and the driver computes the call its general way
     (_derived.finished). float64 single runs, serial or parallel, take the row kernels of the sum of
-    squares or of x (split sums, where the serial kernel's lanes of TwoSums do not vectorise: a
-    float64 vector of 10000 took 4x the time of its sum of squares); their results are checked
-    instead (KernelCall.finite and lowest: a log that is not finite, a square root at or below
-    serial.L2_SMALLEST_RESULT or not finite). None for chunk partials, integer LogSum, integer L2
-    but of single runs and small inputs (int_l2_call), and other parallel float64 L2 and
-    LogSum, which _derived.finished computes from other reductions' results. An integer ReduceL1 is
-    the wrapping sum of |x| (unsigned data: of x, ReduceSum's), one integer kernel call where there
-    are no chunks."""
+    squares or of x (split sums, which vectorise where the serial kernel's lanes of TwoSums do
+    not); their results are checked instead (KernelCall.finite and lowest: a log that is not
+    finite, a square root at or below serial.L2_SMALLEST_RESULT or not finite). None for chunk
+    partials, integer LogSum, integer L2 but of single runs and small inputs (int_l2_call), and
+    other parallel float64 L2 and LogSum, which _derived.finished computes from other reductions'
+    results. An integer ReduceL1 is the wrapping sum of |x| (unsigned data: of x, ReduceSum's), one
+    integer kernel call where there are no chunks."""
     if dtype not in FLOAT_BITS:
         if reduction.finish == ROUND:
             return _int_call(plan, int_l1_term(dtype), dtype, 1)
@@ -274,7 +273,7 @@ def _int_call(plan, term, carrier, count):
 
 def _int_mean_by_float_tiles(plan: Plan, dtype: np.dtype) -> bool:
     # 32-bit tiles through the float kernel, exact here (integers.EXACT_FLOAT_INT_COUNT): it reads tiles at
-    # float32's rate, where int_sums ran at 0.6-0.75x of it (32x64x56x56 axis 1: 1.9 against 1.2 ms)
+    # float32's rate, which the integer kernel (int_sums) does not reach
     return plan.tile > 1 and plan.parallel and dtype.itemsize == 4 and plan.n_reduced <= integers.EXACT_FLOAT_INT_COUNT
 
 

@@ -190,7 +190,7 @@ def int_totals(plan, src, dtype):
 
 
 # From this many outputs an integer ReduceLogSum is finished in NumPy (_int_log_sum); below it NumPy's
-# fixed cost per step is more than Python's per output (3x2x2 and 64x64: 24-28 us against 16 us)
+# fixed cost per step is more than Python's per output
 _LOG_SUMS_IN_NUMPY = 32
 
 
@@ -200,8 +200,8 @@ def _int_log_sum(plan, src, dtype):
     With many outputs, S = n q + d in NumPy (_means_and_residues): d + n - 1 = (r - n q + n - 1)
     modulo 2**bits, in wrapping unsigned arithmetic, so |d| < n with the sign of S; S <= 0 exactly
     where q n + d in float64 is; the log of that (three roundings: still within 1e-15 of ln S), and S
-    as a Python int only where the log is within rounding of an integer (_exact.floor_ln). Python ints
-    for every output took about 0.25 us each: 25-28 ms for 32x64x56x56 over axis 1 (100352 outputs)."""
+    as a Python int only where the log is within rounding of an integer (_exact.floor_ln): Python ints
+    for every output would cost more than the rest of the call."""
     if plan.n_kept < _LOG_SUMS_IN_NUMPY:
         totals = int_totals(plan, src, dtype)
         if any(s <= 0 for s in totals):
@@ -220,9 +220,8 @@ def _int_log_sum(plan, src, dtype):
 
 # Below this many elements, the largest |x| of an integer input's memory is NumPy's (its min and max):
 # a kernel (kernels.rows.int_largest_magnitudes) would be compiled for a first call that does not
-# need it (64x32x32 int32 over axes [0, 2], from an empty cache: 3.1-3.9 s with it, 2.4-2.5 s
-# before). From it on, that kernel's one parallel pass (32x64x56x56 int32: 0.65 ms against 1.25 ms
-# for ReduceMin's and ReduceMax's kernels).
+# need it, and lengthen that call. From it on, that kernel finds it in one parallel pass over the
+# memory, faster than ReduceMin's and ReduceMax's kernels.
 _LARGEST_BY_KERNEL_MIN = 1 << 18
 # pieces of the memory per thread in that kernel
 _LARGEST_PIECES_PER_THREAD = 4

@@ -161,12 +161,11 @@ def _output_geometry(shape, axes, keepdims):
 # form) for axes and ints or bools for the flags, has passed every check, its plan is kept under
 # exactly those arguments (an array's as a tuple); a repeat skips the checks
 # (they would pass again) and the plan lookup. Parallel calls gain too: after a kernel has streamed
-# its data through the caches this Python work runs cold, and skipping it took 1000x1000 float32
-# means 5-12% faster (axis 0, about 90 us). A plan cut for a thread count (Plan.threads) is reused
-# only under that count. A computation that is one kernel launch is kept with it (_launch.OneLaunch),
-# and so is the whole repeated call as one function (OneLaunch.repeat_call): a small repeat is then
-# the key, one lookup and that function. Entries: (plan, output shape, carrier or None, launch or
-# None, its function or None).
+# its data through the caches this Python work runs cold. A plan cut for a thread count
+# (Plan.threads) is reused only under that count. A computation that is one kernel launch is kept
+# with it (_launch.OneLaunch), and so is the whole repeated call as one function
+# (OneLaunch.repeat_call): a small repeat is then the key, one lookup and that function. Entries:
+# (plan, output shape, carrier or None, launch or None, its function or None).
 _REPEATS: dict = {}
 _REPEATS_MAX = 4096
 
@@ -180,7 +179,7 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
     if type(data) is not np.ndarray or type(keepdims) is not int or type(noop) is not int:
         return None
     if type(axes) is list or type(axes) is tuple:
-        for a in axes:  # a loop, not all(...): a generator costs a tenth of a small call
+        for a in axes:  # a loop, not all(...): a generator is a noticeable part of a small call
             if type(a) is not int:
                 return None
         axes = tuple(axes)
@@ -195,8 +194,8 @@ def _repeat_key(op: Op, data, axes, keepdims, noop):
 
 def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
     if type(data) is np.ndarray:
-        # _repeat_key's key, built here for the commonest arguments: the call to it was a sixth of a
-        # small call (tests check that both give the same key)
+        # _repeat_key's key, built here for the commonest arguments: calling it is a noticeable
+        # part of a small call (tests check that both give the same key)
         if type(keepdims) is not int or type(noop_with_empty_axes) is not int:
             key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
         elif axes is None or type(axes) is int:
@@ -246,9 +245,9 @@ def _row_groups(shape: tuple, n_reduced_axes: int):
     of whole indices of the outermost kept axis longer than 1 (those before it have one index, so the
     groups keep the outputs' order), of about _EXACT_GROUP_ELEMENTS elements, whose outputs' elements
     the exact path takes as rows. Those are views where the layout allows, else copies of one group
-    at a time (a copy of all the rows at once, for axes that do not merge, took as much memory again
-    as the input; a batch of one, 1xCxHxW, is why the outermost axis of length 1 is passed over). One
-    output is one row (one group)."""
+    at a time (a copy of all the rows at once, for axes that do not merge, would need as much memory
+    again as the input; a batch of one, 1xCxHxW, is why the outermost axis of length 1 is passed
+    over). One output is one row (one group)."""
     kept = shape[:len(shape) - n_reduced_axes]
     axis = next((a for a, n in enumerate(kept) if n > 1), None)
     if axis is None:
@@ -267,7 +266,7 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
         # (a kept launch has run in reduce already and left its results to the driver: a float64
         # sum that is not finite, an undecided integer log-sum-exp)
         plan, out_shape, carrier = repeat[:3]
-        # ravel: a view, as a repeat is C-contiguous (same strides), and half the cost of reshape(-1)
+        # ravel: a view, as a repeat is C-contiguous (same strides), and cheaper than reshape(-1)
         src = data.ravel() if carrier is None else data.ravel().view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
         return compute(op.reduction, plan, src, data.dtype).reshape(out_shape)
