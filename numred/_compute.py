@@ -124,6 +124,8 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
 
 
 def _single_call(reduction, plan, dtype):
+    if dtype not in FLOAT_BITS and not reduction.int_kernels:
+        return None
     if reduction.finish is not None:
         return _finished_call(reduction, plan, dtype)
     if reduction.term == PRODUCT:
@@ -341,6 +343,8 @@ def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``, for the reductions the
     kernels finish themselves (no finish step, not PRODUCT; numred._derived.compute takes every
     reduction): 1-D, ``plan.n_kept`` results in ``dtype``."""
+    if dtype not in FLOAT_BITS and not reduction.int_kernels:
+        raise Undecided  # (the operator's exact function computes its integers)
     call = kernel_call(reduction, plan, dtype)
     if reduction.term == KEY and call is None:
         # each result is one of the data's values: exact in the float64 or 64-bit integer maxima

@@ -66,6 +66,9 @@ def state_kind(op: Op, dtype: np.dtype) -> str:
     if dtype.name == "bfloat16":  # (a worker process may meet bfloat16 first in a combine step)
         add_bfloat16()
     term, floats = op.reduction.term, dtype in FLOAT_BITS
+    if not floats and not op.reduction.int_kernels:
+        raise TypeError(f"{op.onnx_name}: integer Dask arrays are not supported (its integers are computed "
+                        "exactly, in memory only); call .compute() first")
     if term == KEY or (not floats and op.reduction.int_wraps) or (not floats and term == PRODUCT):
         return RESULTS
     if term == PRODUCT:

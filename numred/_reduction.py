@@ -67,8 +67,15 @@ class Reduction:
         if self.finish is not None:
             if (self.term, self.accumulator, self.finish) not in FINISHED_SETS:
                 raise ValueError(f"no finish for {self}; there is one for {sorted(map(str, FINISHED_SETS))}")
-        elif (self.term, self.accumulator, self.mean) not in KERNEL_SETS:
-            raise ValueError(f"no kernels for {self}; they exist for {sorted(map(str, KERNEL_SETS))}")
+        elif (self.term, self.accumulator, self.mean) not in KERNEL_SETS | FLOAT_KERNEL_SETS:
+            raise ValueError(f"no kernels for {self}; they exist for "
+                             f"{sorted(map(str, KERNEL_SETS | FLOAT_KERNEL_SETS))}")
+
+    @property
+    def int_kernels(self) -> bool:
+        """Whether integer data has kernels for this reduction; without them its integer results are
+        the operator's exact function's (Op.exact), computed in Python."""
+        return self.finish is not None or (self.term, self.accumulator, self.mean) in KERNEL_SETS
 
     @property
     def int_wraps(self) -> bool:
@@ -81,6 +88,10 @@ class Reduction:
 # exact sum's low bits, which are its sum modulo 2**bits; a product's integers wrap.
 KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, False), (EXP, MAX_AND_EXP_SUM, False),
                (KEY, MAX, False), (KEY, MIN, False), (PRODUCT, WRAPPING, False)}
+# (term, EXACT, mean) of the sums that float data has kernels for, whatever integers have: the float
+# sum kernels take every sum term, divided by the count or not. A reduction of these that is not in
+# KERNEL_SETS (the mean of squares, say) computes integer data by its operator's exact function.
+FLOAT_KERNEL_SETS = {(term, EXACT, mean) for term in (SUM, SQUARES, ABS) for mean in (False, True)}
 # (term, integer accumulator, finish) of the operators finished from unrounded sums (numred._derived):
 # the sum of |x| (integers: modulo 2**bits), the exact integer sum of squares' square root, the exact
 # integer sum's log

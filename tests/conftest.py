@@ -37,7 +37,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 # A session of at least this many tests calls nearly every kernel: they are compiled first, one process
-# per core (numred.precompile), instead of one by one in this process as the tests reach them, which
+# per core (numred.tools.precompile), instead of one by one in this process as the tests reach them, which
 # was most of a cold run's time (CI: 18 of 21 minutes). A run of a few tests compiles only what it calls.
 # Without the serial variants that only forked children run (fork=False): the few tests of forks and
 # serial variants compile the ones they call (most of them are never called in a session).
@@ -49,7 +49,7 @@ PRECOMPILE_MIN_TESTS = 200
 def _precompile(config, tests: int) -> None:
     if tests < PRECOMPILE_MIN_TESTS or os.environ.get("NUMRED_PRECOMPILED") == "1":
         return
-    from numred.precompile import Progress, precompile
+    from numred.tools.precompile import Progress, precompile
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     start = time.perf_counter()

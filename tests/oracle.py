@@ -66,8 +66,6 @@ FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
 NARROW_INT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))  # ReduceMax and ReduceMin only
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-            "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum")
 
 # precision p (significand bits, implicit bit included), emin, emax
 _FORMATS = {
@@ -618,6 +616,27 @@ def int_l2_cell(vals, dtype) -> IntCell:
     return IntCell(frozenset([root]))
 
 
+def float_mean_square_cell(vals, dtype) -> FloatCell:
+    """The mean of the squares (tests/test_registry.py's operator made of a registry record only)."""
+    n = len(vals)
+    if any(math.isnan(v) for v in vals) or n == 0:
+        return FloatCell("nan")
+    if any(math.isinf(v) for v in vals):
+        return FloatCell("inf", sign=1)
+    exact = exact_sum(vals, squares=True) / n
+    tol = ulp(exact, dtype) + gamma(n + 2) * exact + (n + 2) * _TINY64
+    return _num_cell(exact, tol, dtype)
+
+
+def int_mean_square_cell(vals, dtype) -> IntCell:
+    if not vals:
+        raise ExpectedError(ValueError, "integer mean of squares of an empty set")
+    mean = sum(v * v for v in vals) // len(vals)  # (not negative: the floor is the truncation)
+    if mean > int_range(dtype)[1]:
+        raise ExpectedError(ValueError, f"integer mean of squares {mean} does not fit {dtype}")
+    return IntCell(frozenset([mean]))
+
+
 def floor_ln(s: int) -> int:
     """floor(ln s) of an integer s >= 1, decided with mpmath at a precision doubled until the log is
     provably on one side of an integer (ln s is an integer only for s = 1)."""
@@ -695,6 +714,24 @@ def _noop_cells(op, x, dtype):
     return cells
 
 
+# The exact result of each operator for one output's elements (a row), by operator: float data
+# (Python floats) and integer data (Python ints). The integer log-sum-exp is int_lse_cell, which
+# may leave a truncation undecided (expected).
+FLOAT_CELLS = {"reduce_mean": float_mean_cell, "reduce_sum_square": float_sum_square_cell,
+               "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell,
+               "reduce_max": lambda r, d: float_extreme_cell(r, d, False),
+               "reduce_min": lambda r, d: float_extreme_cell(r, d, True),
+               "reduce_prod": float_prod_cell, "reduce_l1": float_l1_cell, "reduce_l2": float_l2_cell,
+               "reduce_log_sum": float_log_sum_cell, "reduce_mean_square": float_mean_square_cell}
+INT_CELLS = {"reduce_mean": int_mean_cell, "reduce_sum_square": int_sum_square_cell, "reduce_sum": int_sum_cell,
+             "reduce_max": lambda r, d: int_extreme_cell(r, d, False),
+             "reduce_min": lambda r, d: int_extreme_cell(r, d, True),
+             "reduce_prod": int_prod_cell, "reduce_l1": int_l1_cell, "reduce_l2": int_l2_cell,
+             "reduce_log_sum": int_log_sum_cell, "reduce_log_sum_exp": int_lse_cell,
+             "reduce_mean_square": int_mean_square_cell}
+OP_NAMES = tuple(FLOAT_CELLS)
+
+
 def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expected:
     """The contract's result for valid arguments; raises ExpectedError when the call must raise."""
     assert op in OP_NAMES, op
@@ -714,21 +751,12 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
     res = Expected(op, dtype, out_shape)
     if is_float_dtype(dtype):
         rows = _float_values(moved).tolist()
-        fn = {"reduce_mean": float_mean_cell, "reduce_sum_square": float_sum_square_cell,
-              "reduce_log_sum_exp": float_lse_cell, "reduce_sum": float_sum_cell,
-              "reduce_max": lambda r, d: float_extreme_cell(r, d, False),
-              "reduce_min": lambda r, d: float_extreme_cell(r, d, True),
-              "reduce_prod": float_prod_cell, "reduce_l1": float_l1_cell, "reduce_l2": float_l2_cell,
-              "reduce_log_sum": float_log_sum_cell}[op]
+        fn = FLOAT_CELLS[op]
         res.cells = [fn(r, dtype) for r in rows]
     else:
         rows = moved.tolist()  # Python ints
-        fn = {"reduce_mean": int_mean_cell, "reduce_sum_square": int_sum_square_cell, "reduce_sum": int_sum_cell,
-              "reduce_max": lambda r, d: int_extreme_cell(r, d, False),
-              "reduce_min": lambda r, d: int_extreme_cell(r, d, True),
-              "reduce_prod": int_prod_cell, "reduce_l1": int_l1_cell, "reduce_l2": int_l2_cell,
-              "reduce_log_sum": int_log_sum_cell}.get(op)
-        if fn is not None:
+        fn = INT_CELLS[op]
+        if fn is not int_lse_cell:
             res.cells = [fn(r, dtype) for r in rows]
         else:  # log-sum-exp: float64 may leave a truncation undecided
             undecided = False

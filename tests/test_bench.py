@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from numred import _bench_cases, _bench_output, _bench_peers, _bench_timing, bench
+from numred.tools import _bench_cases, _bench_output, _bench_peers, _bench_timing, bench
 
 TINY_CASES = (bench.Case((3, 2, 2), (1,)), bench.Case((16, 24), None))
 
@@ -328,7 +328,7 @@ def test_busy_refuses_plot(capsys, tmp_path):
 
 def test_busy_tables(monkeypatch, tmp_path):
     # every case of both tables, with the busy processes started and gone again; one small case each
-    from numred import _bench_busy
+    from numred.tools import _bench_busy
 
     monkeypatch.setattr(_bench_busy, "CONTENDED_CASES", (((64, 512), (1,)),))
     monkeypatch.setattr(_bench_busy, "THREAD_CASES", (((8, 2000), (1,)),))

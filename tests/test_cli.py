@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import numred
-from numred.__main__ import main, make_parser
+from numred.tools.cli import main, make_parser
 
 # reStructuredText that must not reach a terminal: ``literals``, :func:`roles`, |substitutions|
 RST_MARKUP = re.compile(r"``|:(func|mod|class|meth|data|doc|ref):`")
@@ -98,7 +98,7 @@ def test_precompile_shards_each_dtype_by_the_operators_that_share_kernels():
     # operator a dtype supports in exactly one task, the groups of the kernels' terms (a log-sum-exp
     # with Max and Min, whose max kernel it runs; unsigned ReduceL1, whose |x| is x, with ReduceSum)
     from numred._registry import OPS
-    from numred.precompile import dtype_names, shards
+    from numred.tools.precompile import dtype_names, shards
 
     tasks = shards(dtype_names())
     for name in dtype_names():
@@ -115,11 +115,11 @@ def test_precompile_shards_each_dtype_by_the_operators_that_share_kernels():
 
 @pytest.fixture
 def precompile_tasks(monkeypatch):
-    """The tasks ``numred.precompile`` hands its workers, as (function, dtype, forked, operators),
+    """The tasks ``numred.tools.precompile`` hands its workers, as (function, dtype, forked, operators),
     recorded by a pool that does not run them."""
     from concurrent.futures import Future
 
-    from numred import precompile
+    from numred.tools import precompile
 
     submitted = []
 
@@ -148,8 +148,8 @@ def precompile_tasks(monkeypatch):
 def test_precompile_compiles_the_serial_variants_of_the_dtypes_fork_names(argv, fork, precompile_tasks):
     # `--fork` alone: the serial variants (what forked children run) of every dtype compiled;
     # `--fork DTYPE ...`: of those only. Each task is handed to a worker with its own flag.
-    from numred import precompile
-    from numred.__main__ import main
+    from numred.tools import precompile
+    from numred.tools.cli import main
 
     assert main(["precompile", "--dtype", "int8", "--dtype", "uint8", *argv]) == 0
     assert {fn for fn, *_ in precompile_tasks} == {precompile.compile_dtype}
@@ -163,8 +163,8 @@ def test_precompile_compiles_the_serial_variants_of_the_dtypes_fork_names(argv, 
 def test_precompile_op_compiles_those_operators_only(precompile_tasks, capsys):
     # `--op NAME`: tasks of those operators only, one per group of operators that share kernels; a
     # dtype none of them supports (int8: Max and Min only) gets no task
-    from numred import precompile
-    from numred.__main__ import main
+    from numred.tools import precompile
+    from numred.tools.cli import main
 
     argv = ["precompile", "--op", "reduce_mean", "--op", "reduce_log_sum_exp", "--op", "reduce_l2",
             "--dtype", "float32", "--dtype", "int8"]
@@ -183,7 +183,7 @@ def test_precompile_op_compiles_those_operators_only(precompile_tasks, capsys):
 def test_precompile_shows_its_progress(precompile_tasks, capsys):
     # Minutes of compiling say so at once, then count the groups of kernels done, with the time taken
     # and an estimate of the time left: plain lines where stderr is not a terminal (a log, CI)
-    from numred.__main__ import main
+    from numred.tools.cli import main
 
     assert main(["precompile", "--dtype", "int8", "--dtype", "uint8"]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("numred precompile: ")]
@@ -195,7 +195,7 @@ def test_precompile_shows_its_progress(precompile_tasks, capsys):
 
 
 def test_precompile_reports_an_argument_error_without_a_traceback(precompile_tasks, capsys):
-    from numred.__main__ import main
+    from numred.tools.cli import main
 
     assert main(["precompile", "--dtype", "int8", "--op", "reduce_mean"]) == 2
     assert capsys.readouterr().err.strip() == "numred precompile: none of the operators reduce_mean takes the dtype(s) int8"
@@ -203,7 +203,7 @@ def test_precompile_reports_an_argument_error_without_a_traceback(precompile_tas
 
 
 def test_the_command_line_help_names_every_operator():
-    from numred.__main__ import DESCRIPTION
+    from numred.tools.cli import DESCRIPTION
     from numred._registry import OPS
 
     assert all(op.onnx_name in DESCRIPTION for op in OPS)

@@ -87,3 +87,10 @@ def test_the_checker_finds_a_cycle(tmp_path):
 @pytest.mark.parametrize("module", sorted(import_graph()))
 def test_no_import_cycle_through(module):
     assert not [cycle for cycle in cycles(import_graph()) if module in cycle]
+
+
+def test_the_engine_does_not_import_the_tools():
+    # the command line and the bench (numred.tools) stand above the engine, which works without them
+    for module, imported in import_graph().items():
+        if not module.startswith("numred.tools") and module != "numred.__main__":
+            assert not [name for name in imported if name.startswith("numred.tools")], module

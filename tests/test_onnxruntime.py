@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import numred
+from numred._registry import OPS as REGISTRY
 
 ort = pytest.importorskip("onnxruntime")
 with warnings.catch_warnings():
@@ -28,9 +29,7 @@ with warnings.catch_warnings():
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-OPS = {"reduce_mean": "ReduceMean", "reduce_log_sum_exp": "ReduceLogSumExp", "reduce_sum_square": "ReduceSumSquare",
-       "reduce_sum": "ReduceSum", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd", "reduce_l1": "ReduceL1", "reduce_l2": "ReduceL2",
-       "reduce_log_sum": "ReduceLogSum"}
+OPS = {op.name: op.onnx_name for op in REGISTRY}
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
 ELEM = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.int32: TensorProto.INT32,
         np.int64: TensorProto.INT64}

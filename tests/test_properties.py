@@ -243,7 +243,7 @@ def test_int8_and_uint8_max_and_min_match_oracle(opname, dtype, data):
 def test_int8_and_uint8_max_and_min_on_every_layout_family(dtype):
     # every layout the precompile step walks (serial, rows, tiles, blocks, chunks), against NumPy's
     # exact integer max and min; the input's extremes placed last, where a chunked read ends
-    from numred.precompile import LAYOUTS
+    from numred.tools.precompile import LAYOUTS
 
     info = np.iinfo(dtype)
     rng = np.random.default_rng(8)
@@ -263,7 +263,7 @@ def test_products_on_every_layout_family(dtype):
     # every layout the precompile step walks, on data whose exact products are known: floats are
     # +-2**k (their product is an exact power of two, or beyond the dtype's range, or 0), integers
     # against NumPy's own wrapping product
-    from numred.precompile import LAYOUTS
+    from numred.tools.precompile import LAYOUTS
 
     rng = np.random.default_rng(12)
     for shape, axes, *view in LAYOUTS:

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import numred
+from numred._registry import OPS
 
-OP_NAMES = ("reduce_mean", "reduce_log_sum_exp", "reduce_sum_square", "reduce_sum", "reduce_max", "reduce_min",
-            "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum")
+OP_NAMES = tuple(op.name for op in OPS)
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint32, np.uint64)}
 SUPPORTED.add(BFLOAT16)

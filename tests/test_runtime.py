@@ -282,7 +282,7 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
         print(cache_misses())
         """
     )
-    precompile = "from numred.__main__ import main; main(['precompile', '--dtype', 'int32', '--processes', '1'OPTIONS])"
+    precompile = "from numred.tools.cli import main; main(['precompile', '--dtype', 'int32', '--processes', '1'OPTIONS])"
     if os.environ.get("NUMRED_PRECOMPILED") == "1":
         assert _copy_cache_written_before(_COLLECTED_AT, env) > 0
     else:

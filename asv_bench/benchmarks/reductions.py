@@ -3,12 +3,12 @@
 Every axis of the grid comes from the project, not from this file:
 
 - ops: ``numred._registry.OPS`` (a new op there is benchmarked automatically),
-- dtypes: ``numred.bench.DTYPE_NAMES`` (all eight),
-- cases: ``numred.bench.CASES`` (the cases of ``python -m numred bench``), labelled
+- dtypes: ``numred.tools.bench.DTYPE_NAMES`` (all eight),
+- cases: ``numred.tools.bench.CASES`` (the cases of ``python -m numred bench``), labelled
   ``"<shape>/<axes>"``, e.g. ``"4096x4096/axis0"``, ``"64x64/all"``, ``"32x64x56x56/axes2,3"``,
-- peers: ``numred.bench.PEERS`` (NumPy, onnxruntime, torch adapters).
+- peers: ``numred.tools.bench.PEERS`` (NumPy, onnxruntime, torch adapters).
 
-Cases with ``numred.bench.LARGE_ELEMENTS`` (2**24) elements or more are in the ``*Large`` classes so
+Cases with ``numred.tools.bench.LARGE_ELEMENTS`` (2**24) elements or more are in the ``*Large`` classes so
 that they can be selected or skipped with ``--bench``. Numba compiles on the first call of each op
 and dtype in a process; asv starts a fresh process per benchmark, so ``setup`` makes that first
 call and the timed region never includes compilation.
@@ -23,7 +23,7 @@ import numpy as np
 
 import numred
 from numred._registry import OPS, OPS_BY_NAME
-from numred.bench import CASES, DTYPE_NAMES, PEERS, Case, dtype_from_name, make_input, op_input
+from numred.tools.bench import CASES, DTYPE_NAMES, PEERS, Case, dtype_from_name, make_input, op_input
 
 # ------------------------------------------------------------------------------ the grid
 
@@ -40,7 +40,7 @@ def case_label(case: Case) -> str:
 
 CASES_BY_LABEL = {case_label(c): c for c in CASES}
 if len(CASES_BY_LABEL) != len(CASES):
-    raise RuntimeError("numred.bench.CASES has two cases with the same label")
+    raise RuntimeError("numred.tools.bench.CASES has two cases with the same label")
 
 OP_NAMES = [op.name for op in OPS]
 DTYPES = list(DTYPE_NAMES)
@@ -71,7 +71,7 @@ _loaded: dict[str, object] = {}
 
 
 def load_peer(name: str):
-    """The numred.bench peer adapter, loaded once per process; NotImplementedError skips."""
+    """The numred.tools.bench peer adapter, loaded once per process; NotImplementedError skips."""
     peer = PEERS_BY_NAME[name]
     if name not in _loaded:
         reason = peer.load()
@@ -138,7 +138,7 @@ class ReduceLarge(Reduce):
 
 
 class PeerReduce:
-    """Baselines on the same cases: numred.bench's peer adapters (numpy always; onnxruntime and
+    """Baselines on the same cases: numred.tools.bench's peer adapters (numpy always; onnxruntime and
     torch when importable). A peer that is missing or cannot run a case is skipped (n/a)."""
 
     params = [PEER_NAMES, OP_NAMES, DTYPES, SMALL_CASES]

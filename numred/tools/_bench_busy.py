@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from numred._bench_output import format_ratio, format_time, write_json
-from numred._bench_timing import DEFAULT_POLICY, QUICK_POLICY, times_in_turns
+from numred.tools._bench_output import format_ratio, format_time, write_json
+from numred.tools._bench_timing import DEFAULT_POLICY, QUICK_POLICY, times_in_turns
 
 # (shape, axes): the busy machine's cases, and the threads' (serial sizes, then parallel sizes)
 CONTENDED_CASES = (((1000, 1000), (0,)), ((1000, 1000), (1,)), ((250, 4096), (1,)), ((32, 64, 56, 56), (2, 3)),

@@ -139,32 +139,9 @@ class TorchPeer(Peer):
         else:
             t = torch.from_numpy(x)
         dims = list(axes)
-        if op.onnx_name == "ReduceMean":
-            return lambda: torch.mean(t, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceSum":
-            return lambda: torch.sum(t, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceMax":
-            return lambda: torch.amax(t, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceMin":
-            return lambda: torch.amin(t, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceLogSumExp":
-            return lambda: torch.logsumexp(t, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceSumSquare":
-            return lambda: torch.sum(t * t, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceProd":  # (torch.prod takes one dim)
-            def product():
-                result = t
-                for d in sorted(dims, reverse=True):
-                    result = torch.prod(result, dim=d, keepdim=True)
-                return result
-            return product
-        if op.onnx_name == "ReduceL1":
-            return lambda: torch.linalg.vector_norm(t, ord=1, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceL2":
-            return lambda: torch.linalg.vector_norm(t, dim=dims, keepdim=True)
-        if op.onnx_name == "ReduceLogSum":
-            return lambda: torch.log(torch.sum(t, dim=dims, keepdim=True))
-        raise NotImplementedError(f"no torch expression for {op.onnx_name}")
+        if op.torch_peer is None:
+            raise NotImplementedError(f"no torch expression for {op.onnx_name}")
+        return lambda: op.torch_peer(torch, t, dims)
 
 
 PEERS: list[Peer] = [NumPyPeer(), OnnxRuntimePeer(), TorchPeer()]

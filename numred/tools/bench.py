@@ -1,10 +1,10 @@
 """``python -m numred bench``: time numred against its peers on a standard set of cases.
 
-The cases (``numred._bench_cases``) are the op registry (``numred._registry.OPS``) crossed with a
+The cases (``numred.tools._bench_cases``) are the op registry (``numred._registry.OPS``) crossed with a
 handful of standard shapes, so a new operator is benchmarked without touching this code. The peers
-(``numred._bench_peers``) are small adapters: NumPy always, onnxruntime and torch when importable.
+(``numred.tools._bench_peers``) are small adapters: NumPy always, onnxruntime and torch when importable.
 Each implementation is called once untimed (numred's compile), then timed in turns with the others,
-``--rounds`` blocks per case (``numred._bench_timing``); the table (``numred._bench_output``)
+``--rounds`` blocks per case (``numred.tools._bench_timing``); the table (``numred.tools._bench_output``)
 reports the median of their median times per call.
 
 Extras (``pip install "numred[bench]"``), all optional and imported lazily: tqdm draws a progress
@@ -12,12 +12,12 @@ bar on stderr while measuring (stdout keeps only the table), matplotlib draws ``
 ``--json FILE`` writes every measurement, so that a note can quote one run.
 
 On the largest float32/float64 case (not in --quick) a plain parallel sum over the same buffer is
-timed too, the memory-bandwidth reference (``numred._bench_timing``).
+timed too, the memory-bandwidth reference (``numred.tools._bench_timing``).
 
 ``--dtype-rates`` prints another table instead: numred alone, its elements per second on float32,
 float16, bfloat16 and int32, with each narrower type's rate against float32's. The dtypes are timed
 in turns within each round, so that they see the same machine load (see interleaved_times).
-``--busy`` and ``--dask`` print theirs too (``numred._bench_busy``, ``numred._bench_dask``).
+``--busy`` and ``--dask`` print theirs too (``numred.tools._bench_busy``, ``numred.tools._bench_dask``).
 Only the standard library, NumPy and the numred base dependencies are imported at module level.
 """
 from __future__ import annotations
@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 
 # make_input too: the asv suite (asv_bench/) takes the cases, their inputs and the peers from here
-from numred._bench_cases import (CASES, Case, LARGE_ELEMENTS, MORE_CASES, dtype_from_name, make_input,  # noqa: F401
+from numred.tools._bench_cases import (CASES, Case, LARGE_ELEMENTS, MORE_CASES, dtype_from_name, make_input,  # noqa: F401
                                  op_input)
-from numred._bench_output import (Table, _short, check_matplotlib, format_duration, format_ratio, format_time,
+from numred.tools._bench_output import (Table, _short, check_matplotlib, format_duration, format_ratio, format_time,
                                   geometric_mean, largest_difference, make_progress, peer_differs,
                                   plot_speedups, write_json)
-from numred._bench_peers import PEERS
-from numred._bench_timing import (DEFAULT_POLICY, QUICK_POLICY, ROUNDS, SLOW_CALL, TimingPolicy,
+from numred.tools._bench_peers import PEERS
+from numred.tools._bench_timing import (DEFAULT_POLICY, QUICK_POLICY, ROUNDS, SLOW_CALL, TimingPolicy,
                                   estimated_seconds, interleaved_times, median_time, plain_parallel_sum,
                                   times_in_turns, wait_for_quiet)
 from numred._registry import OPS, Op
@@ -59,7 +59,7 @@ DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "u
 # The row label of the plain parallel sum, and the ops whose GB/s is compared with it.
 REF_LABEL = "(plain parallel sum)"
 REF_KEY = "plain parallel sum"  # its name among the implementations timed in turns
-MEMORY_BOUND_OPS = ("ReduceMean", "ReduceSum", "ReduceSumSquare", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2")
+MEMORY_BOUND_OPS = tuple(op.onnx_name for op in OPS if op.memory_bound)  # (Op.memory_bound)
 
 
 def selected_cases(args: argparse.Namespace) -> list[Case]:
@@ -123,7 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "Dask array held by a local cluster of two worker processes (64 MiB with --quick), with "
                         "each result's exactness and the workers' peak memory; needs pip install \"numred[dask]\"")
     parser.add_argument("--busy", action="store_true", help="instead of the peer table: float32 ReduceMean with "
-                        "every core busy with other processes, then from Python threads (numred._bench_busy)")
+                        "every core busy with other processes, then from Python threads (numred.tools._bench_busy)")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="write every measurement (seconds per call) and the run's settings as JSON")
 
@@ -565,10 +565,10 @@ def run(args: argparse.Namespace, out=None) -> int:
     if getattr(args, "dtype_rates", False):
         return run_dtype_rates(args, out, _versions(numred, numba), threads)
     if getattr(args, "busy", False):
-        from numred import _bench_busy
+        from numred.tools import _bench_busy
         return _bench_busy.run(args, out, _versions(numred, numba), threads)
     if getattr(args, "dask", False):
-        from numred import _bench_dask
+        from numred.tools import _bench_dask
         return _bench_dask.run(args, out)
 
     dtype = dtype_from_name(args.dtype)
