@@ -15,7 +15,8 @@ from typing import Union
 import numpy as np
 import numpy.typing as npt
 
-from ._dask import reduce_any as _reduce
+from ._dask import reduce_any as _reduce_any
+from ._frontend import reduce as _reduce_in_memory
 from ._frontend import unexpected_keywords as _unexpected_keywords
 from ._registry import OPS as _OPS
 from ._registry import Op as _Op
@@ -44,7 +45,9 @@ def _public_function(op: _Op):
     def reduce(data, axes=None, keepdims=1, noop_with_empty_axes=0, **unexpected):
         if unexpected:
             raise _unexpected_keywords(name, unexpected)
-        return _reduce(op, data, axes, keepdims, noop_with_empty_axes)
+        if type(data) is np.ndarray:  # (the commonest call, straight to the front end)
+            return _reduce_in_memory(op, data, axes, keepdims, noop_with_empty_axes)
+        return _reduce_any(op, data, axes, keepdims, noop_with_empty_axes)
 
     reduce.__name__ = reduce.__qualname__ = name
     reduce.__module__ = __name__
