@@ -7,15 +7,16 @@ import functools
 import math
 import operator
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ._derived import compute
-from ._launch import one_launch
-from ._plan import make_plan
+from ._launch import OneLaunch, one_launch
+from ._plan import Plan, make_plan
 from ._runtime import get_num_threads
 from ._reduction import CARRIERS, Undecided, add_bfloat16, int_log_sum_exp_overflow
 from ._registry import Op
@@ -164,8 +165,15 @@ def _output_geometry(shape, axes, keepdims):
 # its data through the caches this Python work runs cold. A plan cut for a thread count
 # (Plan.threads) is reused only under that count. A computation that is one kernel launch is kept
 # with it (_launch.OneLaunch), and so is the whole repeated call as one function
-# (OneLaunch.repeat_call): a small repeat is then the key, one lookup and that function. Entries:
-# (plan, output shape, carrier or None, launch or None, its function or None).
+# (OneLaunch.repeat_call): a small repeat is then the key, one lookup and that function.
+class Repeat(NamedTuple):
+    plan: Plan
+    out_shape: tuple
+    carrier: np.dtype | None  # the view the kernels read, where it is not the input's dtype
+    launch: OneLaunch | None  # where the computation is one kernel launch
+    call: Callable | None  # the whole repeated call as one function (OneLaunch.repeat_call)
+
+
 _REPEATS: dict = {}
 _REPEATS_MAX = 4096
 
@@ -205,8 +213,8 @@ def reduce(op: Op, data, axes, keepdims, noop_with_empty_axes) -> np.ndarray:
         else:
             key = _repeat_key(op, data, axes, keepdims, noop_with_empty_axes)
         repeat = _REPEATS.get(key)  # (None is never a key)
-        if repeat is not None and repeat[4] is not None:  # one kernel launch, as one function
-            result = repeat[4](data)
+        if repeat is not None and repeat.call is not None:  # one kernel launch, as one function
+            result = repeat.call(data)
             if result is not None:
                 return result
     else:
@@ -262,10 +270,10 @@ def _row_groups(shape: tuple, n_reduced_axes: int):
 def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarray:
     """The call; ``key``: its _REPEATS key (_repeat_key), or None."""
     repeat = _REPEATS.get(key)
-    if repeat is not None and (not repeat[0].threads or repeat[0].threads == get_num_threads()):
+    if repeat is not None and (not repeat.plan.threads or repeat.plan.threads == get_num_threads()):
         # (a kept launch has run in reduce already and left its results to the driver: a float64
         # sum that is not finite, an undecided integer log-sum-exp)
-        plan, out_shape, carrier = repeat[:3]
+        plan, out_shape, carrier = repeat.plan, repeat.out_shape, repeat.carrier
         # ravel: a view, as a repeat is C-contiguous (same strides), and cheaper than reshape(-1)
         src = data.ravel() if carrier is None else data.ravel().view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
@@ -292,5 +300,5 @@ def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarr
     if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
         launch = one_launch(op.reduction, plan, x.dtype)
         repeat_call = None if launch is None else launch.repeat_call(plan.n_kept, out_shape, plan.threads)
-        _REPEATS[key] = plan, out_shape, None if carrier == x.dtype else carrier, launch, repeat_call
+        _REPEATS[key] = Repeat(plan, out_shape, None if carrier == x.dtype else carrier, launch, repeat_call)
     return compute(op.reduction, plan, src, x.dtype).reshape(out_shape)

@@ -360,7 +360,7 @@ def test_a_plan_cut_for_a_thread_count_is_not_reused_under_another():
     for threads in (2, 2, 1, 1, 2):
         got = with_threads(threads, numred.reduce_mean, x, [0])
         oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=f"{threads} threads")
-        assert _REPEATS[key][0].threads == threads, f"a plan for {_REPEATS[key][0].threads} threads ran on {threads}"
+        assert _REPEATS[key].plan.threads == threads, f"a plan for {_REPEATS[key].plan.threads} threads ran on {threads}"
 
 
 @needs_two_threads
@@ -409,7 +409,7 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
         assert got.dtype == x.dtype and got.shape == e.shape
         oracle.assert_float_close(got, e, x.dtype, ulps=1, abs_tol=tol, context=f"call {call}")
         assert not np.shares_memory(got, x)
-    plan, launch = _REPEATS[key][0], _REPEATS[key][3]
+    plan, launch = _REPEATS[key].plan, _REPEATS[key].launch
     if opname == "reduce_log_sum_exp" and plan.parallel and not (plan.single_run or plan.single_block):
         # a max kernel, then a sum kernel
         assert launch is None
@@ -581,7 +581,7 @@ def test_repeated_integer_calls_that_are_one_launch_match_the_oracle(opname, kin
         assert got.dtype == x.dtype and got.shape == expected.shape, call
         assert np.array_equal(got.astype(np.int64), expected), f"call {call}"
         assert not np.shares_memory(got, x)
-    launch = _REPEATS[key][3]
+    launch = _REPEATS[key].launch
     assert launch is not None, "not kept as one launch"
     variant = 1 if launch.parallel else 0
     assert not isinstance(launch.calls[variant], functools.partial), "repeats do not call the entry point"
@@ -606,7 +606,7 @@ def test_repeated_small_integer_log_sum_exps_are_one_launch(kind):
             assert got.dtype == x.dtype and got.shape == lo.shape
             g = got.astype(np.int64)
             assert ((g == lo) | (g == hi)).all(), f"{axes} call {call}"
-        launch = _REPEATS[_repeat_key(OPS_BY_NAME["reduce_log_sum_exp"], x, axes, 1, 0)][3]
+        launch = _REPEATS[_repeat_key(OPS_BY_NAME["reduce_log_sum_exp"], x, axes, 1, 0)].launch
         assert launch is not None and not isinstance(launch.calls[0], functools.partial)
         for call in range(2):
             with pytest.raises(ValueError, match="does not fit"):
@@ -672,11 +672,11 @@ def test_small_repeats_are_one_call_and_match_the_oracle(opname, kind, axes):
             assert not np.shares_memory(got, x) and not any(np.shares_memory(got, r) for r in results), context
             results.append(got)
         key = _repeat_key(OPS_BY_NAME[opname], x, axes, keepdims, 0)
-        if not fails and _REPEATS[key][3] is not None:
-            assert _REPEATS[key][4] is not None, "a launch is not kept as one call"
+        if not fails and _REPEATS[key].launch is not None:
+            assert _REPEATS[key].call is not None, "a launch is not kept as one call"
     assert x.tobytes() == before.tobytes(), "the input was modified"
     if kind == "float32-grid":  # every operator's float32 call here is one serial launch
-        assert _REPEATS[_repeat_key(OPS_BY_NAME[opname], x, axes, 0, 0)][4] is not None
+        assert _REPEATS[_repeat_key(OPS_BY_NAME[opname], x, axes, 0, 0)].call is not None
 
 
 @pytest.mark.parametrize("shape", [(200, 300), (20, 30), (1, 600)])  # parallel, serial, one output
@@ -693,7 +693,7 @@ def test_a_repeated_float64_mean_still_rescales_an_overflowing_sum(shape):
     for call in range(3):
         got = numred.reduce_mean(x, [1], keepdims=0)
         assert np.all(got == 1.5e308), (call, got[:3])
-    assert _REPEATS[_repeat_key(OPS_BY_NAME["reduce_mean"], x, [1], 0, 0)][3] is not None, "not one launch"
+    assert _REPEATS[_repeat_key(OPS_BY_NAME["reduce_mean"], x, [1], 0, 0)].launch is not None, "not one launch"
     y = np.ones(shape)
     y[0, 5] = np.nan
     y[-1, 7] = np.inf
