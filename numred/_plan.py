@@ -84,15 +84,10 @@ def _merge(dims):
     return merged
 
 
-@functools.lru_cache(maxsize=4096)
-def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=False):
-    """The Plan of a geometry, cached because calls on arrays of one shape repeat, and small calls
-    are dominated by this Python work. None when the strides are not whole elements. ``threads``
-    (0: not considered) lets few wide tiles be cut per thread instead of chunked (MIN_SPLIT_TILE);
-    with ``unchunked_tiles`` such tiles are never chunked, for any thread count (float64 data)."""
-    if any(s % itemsize for s in strides):
-        return None
-    strides = [s // itemsize for s in strides]
+def _dims(shape, strides, reduced_axes):
+    """(base, span, kept dims, reduced dims) of a geometry in elements: the dims as (length, stride)
+    pairs, axes of length 1 left out, reversed reduced axes walked forwards from ``base``, reduced
+    dims by decreasing stride, and neighbours that are one contiguous run merged."""
     # the view's lowest address: the last element of every reversed axis
     base = sum((n - 1) * -s for n, s in zip(shape, strides) if s < 0)
     span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides))
@@ -108,19 +103,20 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
             s = -s
         reduced_dims.append((n, s))
     reduced_dims.sort(key=lambda d: -d[1])
-    kept_dims = _merge(kept_dims) or [(1, 0)]
-    reduced_dims = _merge(reduced_dims) or [(1, 0)]
-    n_kept = math.prod(n for n, _ in kept_dims)
-    n_reduced = math.prod(n for n, _ in reduced_dims)
+    return base, span, _merge(kept_dims) or [(1, 0)], _merge(reduced_dims) or [(1, 0)]
+
+
+def _tiles_and_chunks(kept_dims, reduced_dims, n_reduced, parallel, threads, unchunked_tiles):
+    """(tile, nchunks): the width of the tiles of neighbouring outputs a task reads together (1: one
+    output per task), and the chunks each output's reduced range is cut into (_layout's arguments)."""
     # A leading reduced axis over contiguous kept elements (RK, KRK): walking one output's reduced
     # elements would stride through memory, so a task reads whole rows of a tile of outputs instead.
     # (Below the parallel threshold a narrow tile saves nothing and costs its accumulator arrays.)
-    parallel = n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS
     tile = 1
     if kept_dims[-1][1] == 1 and reduced_dims[-1][1] != 1 and (parallel or kept_dims[-1][0] >= MIN_SERIAL_TILE):
         tile = min(kept_dims[-1][0], MAX_TILE)
-    rows = n_kept // kept_dims[-1][0]
     n_inner = kept_dims[-1][0]
+    rows = math.prod(n for n, _ in kept_dims) // n_inner
     per_row = -(-n_inner // tile)  # tiles per row of the inner kept axis, all of one width (but the last)
     # one thread: chunks of the reduced range only add partials to write and combine
     enough_tasks = 1 if threads == 1 else FEW_TASKS
@@ -145,13 +141,28 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
         enough_tasks = FEW_TASKS
     if tile > 1:
         tile = -(-n_inner // per_row)
-    n_tiles = rows * per_row
     nchunks = 1
-    if n_tiles < enough_tasks:
+    if rows * per_row < enough_tasks:
         wanted = min(MAX_CHUNKS, n_reduced * tile // CHUNK_MIN_ELEMENTS)
-        if wanted > 1:  # the nearest power of two: an even split over 2, 4, 8 threads (7 chunks kept
-            wanted = 1 << round(math.log2(wanted))  # one of two threads idle an eighth of the time)
+        if wanted > 1:  # the nearest power of two: an even split over 2, 4, 8 threads (7 chunks would
+            wanted = 1 << round(math.log2(wanted))  # leave one of two threads idle for an eighth of the work)
         nchunks = max(1, min(wanted, n_reduced))
+    return tile, nchunks
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=False):
+    """The Plan of a geometry, cached because calls on arrays of one shape repeat, and small calls
+    are dominated by this Python work. None when the strides are not whole elements. ``threads``
+    (0: not considered) lets few wide tiles be cut per thread instead of chunked (MIN_SPLIT_TILE);
+    with ``unchunked_tiles`` such tiles are never chunked, for any thread count (float64 data)."""
+    if any(s % itemsize for s in strides):
+        return None
+    base, span, kept_dims, reduced_dims = _dims(shape, [s // itemsize for s in strides], reduced_axes)
+    n_kept = math.prod(n for n, _ in kept_dims)
+    n_reduced = math.prod(n for n, _ in reduced_dims)
+    parallel = n_kept * n_reduced >= PARALLEL_MIN_ELEMENTS
+    tile, nchunks = _tiles_and_chunks(kept_dims, reduced_dims, n_reduced, parallel, threads, unchunked_tiles)
     nk, nr = len(kept_dims), len(reduced_dims)
     dims = np.array([d[0] for d in kept_dims] + [d[1] for d in kept_dims]
                     + [d[0] for d in reduced_dims] + [d[1] for d in reduced_dims], dtype=np.int64)

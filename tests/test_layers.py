@@ -94,3 +94,12 @@ def test_the_engine_does_not_import_the_tools():
     for module, imported in import_graph().items():
         if not module.startswith("numred.tools") and module != "numred.__main__":
             assert not [name for name in imported if name.startswith("numred.tools")], module
+
+
+def test_no_function_outside_the_kernels_is_over_60_lines():
+    # a function a reader can hold at once; the kernels (numred/kernels/) are not held to it yet
+    long = [f"{path.relative_to(PACKAGE)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in PACKAGE.rglob("*.py") if "kernels" not in path.relative_to(PACKAGE).parts
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
+    assert not long

@@ -87,6 +87,17 @@ def _peak_mib(client, lazy):
     return max(after[w] - before[w] for w in before) / 2**20
 
 
+def _in_turns(client, ours, theirs, rounds):
+    """(numred's times, its last result, dask's times, its last result): ``rounds`` turns each."""
+    ours_times, theirs_times = [], []
+    for _ in range(rounds):
+        seconds, got = _timed(client, ours)
+        ours_times.append(seconds)
+        seconds, peer = _timed(client, theirs)
+        theirs_times.append(seconds)
+    return ours_times, got, theirs_times, peer
+
+
 def run(args, out) -> int:
     try:
         import dask
@@ -126,12 +137,7 @@ def run(args, out) -> int:
                 theirs = dask_way(x, axis)
                 expected = np.asarray(client.compute(_oracle(name, x, axis)).result())
                 client.compute(ours).result()  # untimed: the workers load (or compile) the kernels
-                ours_times, theirs_times = [], []
-                for r in range(rounds):
-                    seconds, got = _timed(client, ours)
-                    ours_times.append(seconds)
-                    seconds, peer = _timed(client, theirs)
-                    theirs_times.append(seconds)
+                ours_times, got, theirs_times, peer = _in_turns(client, ours, theirs, rounds)
                 ratio = statistics.median(theirs_times) / statistics.median(ours_times)
                 worst_ratio = min(worst_ratio, ratio)
                 exact = (f"{int(np.sum(got != expected))}/{int(np.sum(peer.astype(np.float32) != expected))} "

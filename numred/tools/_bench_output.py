@@ -200,6 +200,36 @@ def check_matplotlib() -> str | None:
     return None
 
 
+def _peer_bars(ax, op, peer, cases, by_key, j, bar_h, color, labelled) -> None:
+    """One peer's bars in ``op``'s panel (plot_speedups): peer time / numred time per case, from 1,
+    with its value; "n/a" where the peer did not run."""
+    group_h = 0.8
+    ys, widths, differs, labels_na = [], [], [], []
+    for i, case in enumerate(cases):
+        r = by_key.get((op, case))
+        y = i - group_h / 2 + (j + 0.5) * bar_h
+        t_p = r["peers"].get(peer) if r else None
+        if r and r["numred"] and t_p:
+            ys.append(y)
+            widths.append(t_p / r["numred"])
+            differs.append(peer_differs(r, peer))
+        else:
+            labels_na.append(y)
+    # bars start at 1 so that slower-than-numred peers point left; a peer whose answer differs
+    # is hatched and its label starred, as in the table
+    bars = ax.barh(ys, [w - 1.0 for w in widths], left=1.0, height=bar_h * 0.92, color=color,
+                   label=peer if labelled else None)
+    for bar, wrong in zip(bars, differs):
+        if wrong:
+            bar.set_hatch("////")
+            bar.set_edgecolor("white")
+    for y, w, wrong in zip(ys, widths, differs):
+        ax.text(w * (1.04 if w >= 1 else 1 / 1.04), y, format_ratio(w) + ("*" if wrong else ""),
+                va="center", ha="left" if w >= 1 else "right", fontsize=6.5)
+    for y in labels_na:
+        ax.text(1.04, y, "n/a", va="center", ha="left", fontsize=6.5, color="0.5")
+
+
 def plot_speedups(path: str, report: dict) -> None:
     """Grouped horizontal bars: one panel per op, one group per case, one bar per peer.
 
@@ -225,42 +255,13 @@ def plot_speedups(path: str, report: dict) -> None:
     axs = fig.subplots(1, len(ops), sharey=True, squeeze=False)[0]
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 
-    ratios_all = [
-        r["peers"][p] / r["numred"]
-        for r in results
-        for p in peers
-        if r["numred"] and r["peers"].get(p)
-    ]
+    ratios_all = [r["peers"][p] / r["numred"] for r in results for p in peers if r["numred"] and r["peers"].get(p)]
     # room for the value labels beyond the bar ends
     lo = min([*ratios_all, 1.0]) / 4
     hi = max([*ratios_all, 1.0]) * 4
     for ax, op in zip(axs, ops):
         for j, peer in enumerate(peers):
-            ys, widths, differs, labels_na = [], [], [], []
-            for i, case in enumerate(cases):
-                r = by_key.get((op, case))
-                y = i - group_h / 2 + (j + 0.5) * bar_h
-                t_p = r["peers"].get(peer) if r else None
-                if r and r["numred"] and t_p:
-                    ys.append(y)
-                    widths.append(t_p / r["numred"])
-                    differs.append(peer_differs(r, peer))
-                else:
-                    labels_na.append(y)
-            color = colors[j % len(colors)]
-            # bars start at 1 so that slower-than-numred peers point left; a peer whose answer differs
-            # is hatched and its label starred, as in the table
-            bars = ax.barh(ys, [w - 1.0 for w in widths], left=1.0, height=bar_h * 0.92,
-                           color=color, label=peer if ax is axs[0] else None)
-            for bar, wrong in zip(bars, differs):
-                if wrong:
-                    bar.set_hatch("////")
-                    bar.set_edgecolor("white")
-            for y, w, wrong in zip(ys, widths, differs):
-                ax.text(w * (1.04 if w >= 1 else 1 / 1.04), y, format_ratio(w) + ("*" if wrong else ""),
-                        va="center", ha="left" if w >= 1 else "right", fontsize=6.5)
-            for y in labels_na:
-                ax.text(1.04, y, "n/a", va="center", ha="left", fontsize=6.5, color="0.5")
+            _peer_bars(ax, op, peer, cases, by_key, j, bar_h, colors[j % len(colors)], ax is axs[0])
         ax.axvline(1.0, color="black", linewidth=1)
         ax.set_xscale("log")
         ax.set_xlim(lo, hi)

@@ -351,8 +351,6 @@ def _measure_op(run: PeerRun, case: Case, op: Op, x: np.ndarray, progress) -> li
     import numred
 
     x = op_input(x, op)
-    dtype = run.dtype
-    axes = case.explicit_axes()
     numred_axes = None if case.axes is None else list(case.axes)
     where = f"{case.shape_label()} axes {case.axes_label()}"
     fn = getattr(numred, op.name)
@@ -360,14 +358,13 @@ def _measure_op(run: PeerRun, case: Case, op: Op, x: np.ndarray, progress) -> li
     fns = {"numred": lambda: fn(x, axes=numred_axes, keepdims=1)}
     for p in run.peers:
         try:
-            fns[p.name] = p.prepare(op, x, axes)
+            fns[p.name] = p.prepare(op, x, case.explicit_axes())
         except Exception as exc:  # this peer cannot run this case
             run.na_notes.setdefault((p.name, op.onnx_name), _short(exc))
             progress.update(run.rounds)
     paired = case in run.paired_cases and op in run.paired_ops
     if paired:  # the bandwidth reference in the same turns (see the module docstring)
-        flat = x.reshape(-1)  # a view: the cases are contiguous
-        fns[REF_KEY] = functools.partial(plain_parallel_sum(), flat)
+        fns[REF_KEY] = functools.partial(plain_parallel_sum(), x.reshape(-1))  # (a view: the cases are contiguous)
     times = times_in_turns(fns, run.policy, run.rounds, progress.update)
     t_nr = times["numred"]
     if isinstance(t_nr, Exception):  # report, keep going, exit non-zero
@@ -375,26 +372,24 @@ def _measure_op(run: PeerRun, case: Case, op: Op, x: np.ndarray, progress) -> li
         t_nr = None
     cells = [op.onnx_name, case.shape_label(), case.axes_label(),
              format_time(t_nr) if t_nr is not None else "ERROR", f"{x.nbytes / t_nr / 1e9:.1f}" if t_nr else "-"]
-    record = {
-        "op": op.onnx_name,
-        "case": where,
-        "shape": list(case.shape),
-        "axes": numred_axes,
-        "dtype": dtype.name,
-        "threads": run.threads,
-        "bytes": int(x.nbytes),
-        "numred": t_nr,
-        "numred_gbps": x.nbytes / t_nr / 1e9 if t_nr else None,
-        "peers": {},
-    }
+    record = {"op": op.onnx_name, "case": where, "shape": list(case.shape), "axes": numred_axes,
+              "dtype": run.dtype.name, "threads": run.threads, "bytes": int(x.nbytes), "numred": t_nr,
+              "numred_gbps": x.nbytes / t_nr / 1e9 if t_nr else None, "peers": {}, "peer_differences": {}}
     if paired and not isinstance(times[REF_KEY], Exception):
         record["plain_sum_in_turns"] = times[REF_KEY]
-    peer_times = []
     # where integer results wrap (the contract), numred's own result is the exact one; otherwise
     # numred's result on the input as float64 (integers) or the input itself
-    reference_input = x if op.int_wraps or dtype.kind not in "iu" else x.astype(np.float64)
+    reference_input = x if op.int_wraps or run.dtype.kind not in "iu" else x.astype(np.float64)
     reference_result = fn(reference_input, axes=numred_axes, keepdims=1) if t_nr else None
-    record["peer_differences"] = {}
+    cells += _peer_cells(run, op, where, record, fns, times, reference_result)
+    run.results.append(record)
+    return cells
+
+
+def _peer_cells(run: PeerRun, op: Op, where: str, record: dict, fns: dict, times: dict, reference_result) -> list:
+    """Each peer's time and ratio cells for a measured case (_measure_op), its answer checked against
+    numred's exact ``reference_result`` (one more call, untimed); ``record`` and ``run`` take them."""
+    t_nr, peer_times, cells = record["numred"], [], []
     for p in run.peers:
         t = times.get(p.name)
         if isinstance(t, Exception):  # this peer cannot run this case
@@ -403,8 +398,8 @@ def _measure_op(run: PeerRun, case: Case, op: Op, x: np.ndarray, progress) -> li
         record["peers"][p.name] = t
         ratio = t / t_nr if (t is not None and t_nr) else None
         same = True
-        if ratio is not None:  # one more call, untimed: is it the same answer?
-            difference = largest_difference(reference_result, fns[p.name](), dtype)
+        if ratio is not None:
+            difference = largest_difference(reference_result, fns[p.name](), run.dtype)
             record["peer_differences"][p.name] = difference
             same = not peer_differs(record, p.name)
             run.peer_ratios[p.name].append(ratio)
@@ -416,9 +411,7 @@ def _measure_op(run: PeerRun, case: Case, op: Op, x: np.ndarray, progress) -> li
     if peer_times and t_nr:
         t_best, best = min(peer_times)
         run.best_ratios.append(t_best / t_nr)
-        record["best_peer"] = best
-        record["best_ratio"] = t_best / t_nr
-    run.results.append(record)
+        record["best_peer"], record["best_ratio"] = best, t_best / t_nr
     return cells
 
 
