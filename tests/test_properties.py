@@ -227,6 +227,45 @@ def test_matches_oracle(opname, dtype, data):
     check_against_oracle(opname, x, axes, keepdims, noop, owner)
 
 
+@st.composite
+def parallel_sized_arrays(draw, dtype):
+    """An array of 2**14 to 2**18 elements, around the sizes where plans go parallel
+    (numred._plan.PARALLEL_MIN_ELEMENTS) and kernels run on threads (THREADED_MIN_ELEMENTS): random
+    values from a drawn seed and scale, with values that hypothesis draws (extremes, specials) at
+    drawn places."""
+    dtype = np.dtype(dtype)
+    target = 1 << draw(st.integers(14, 18), label="log2 size")
+    sides = draw(st.lists(st.integers(1, 700), min_size=0, max_size=2), label="leading sides")
+    shape = (*sides, max(1, -(-target // math.prod(sides))))
+    shape = tuple(draw(st.permutations(shape), label="shape"))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="seed"))
+    if dtype.kind == "f":
+        x = (rng.standard_normal(shape) * 10.0 ** draw(st.integers(-3, 3), label="scale")).astype(dtype)
+        gen = np.dtype(np.float32) if dtype == BFLOAT16 else dtype
+        elements = _float_elements(gen, draw(st.sampled_from(["wide", "special"])))
+    else:
+        lo, hi = oracle.int_range(dtype)
+        x = rng.integers(max(lo, -1000), min(hi, 1000), size=shape, endpoint=True).astype(dtype)
+        elements = _int_elements(dtype, "special")
+    for _ in range(draw(st.integers(0, 3), label="drawn values")):
+        with np.errstate(over="ignore"):
+            x.flat[draw(st.integers(0, x.size - 1))] = np.asarray(draw(elements)).astype(dtype)
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_matches_oracle_at_parallel_sizes(dtype, data):
+    # the other properties draw small arrays, which take the serial kernels; these cross the sizes
+    # where the parallel ones and threads take over, on every layout and form of the arguments
+    opname = data.draw(st.sampled_from(OP_NAMES), label="operator")
+    base = data.draw(parallel_sized_arrays(dtype), label="base")
+    x, owner, layout = data.draw(layouts(base), label="layout")
+    axes = data.draw(axes_forms(x.ndim), label="axes")
+    check_against_oracle(opname, x, axes, data.draw(FLAGS), data.draw(FLAGS), owner)
+
+
 @pytest.mark.parametrize("dtype", oracle.NARROW_INT_DTYPES, ids=str)
 @pytest.mark.parametrize("opname", ["reduce_max", "reduce_min"])
 @settings(max_examples=60)
