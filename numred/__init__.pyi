@@ -50,8 +50,9 @@ def reduce_mean(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
         An axis is out of range (AxisError is a ValueError).
     ValueError
         Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-        other than 0/1/False/True, or data that cannot be converted to an array. Also an integer
-        mean over an empty set (there is no integer NaN).
+        other than 0/1/False/True, or data that cannot be converted to an array.
+    ValueError
+        An integer mean over an empty set (there is no integer NaN).
 
     See Also
     --------
@@ -119,9 +120,10 @@ def reduce_log_sum_exp(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int
         An axis is out of range (AxisError is a ValueError).
     ValueError
         Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-        other than 0/1/False/True, or data that cannot be converted to an array. Also integer
-        data over an empty set (there is no integer -inf), and an integer result that does not fit
-        the dtype.
+        other than 0/1/False/True, or data that cannot be converted to an array.
+    ValueError
+        Integer data over an empty set (there is no integer -inf), and an integer result that does
+        not fit the dtype.
 
     See Also
     --------
@@ -552,6 +554,9 @@ def reduce_l2(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1,
     numpy.exceptions.AxisError
         An axis is out of range (AxisError is a ValueError).
     ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
+    ValueError
         An integer result that does not fit the dtype (also ``|x|`` of the dtype's minimum in the
         noop case), duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or
         ``noop_with_empty_axes`` other than 0/1/False/True, or data that cannot be converted to an
@@ -614,6 +619,9 @@ def reduce_log_sum(data: npt.ArrayLike, axes: AxesLike = None, keepdims: int = 1
         The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
     numpy.exceptions.AxisError
         An axis is out of range (AxisError is a ValueError).
+    ValueError
+        Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+        other than 0/1/False/True, or data that cannot be converted to an array.
     ValueError
         An integer sum (an integer element in the noop case) that is not positive, an integer
         reduction over an empty set, duplicate axes, an ``axes`` array of rank above 1,

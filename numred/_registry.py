@@ -34,6 +34,9 @@ noop_with_empty_axes : {0, 1}, optional
     The dtype of ``data`` is not one of the eight supported ones, or ``axes`` holds non-integers.
 numpy.exceptions.AxisError
     An axis is out of range (AxisError is a ValueError).
+ValueError
+    Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
+    other than 0/1/False/True, or data that cannot be converted to an array.
 """,
 }
 
@@ -170,9 +173,7 @@ OPS = (
         ------
         {common_errors}
         ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array. Also an integer
-            mean over an empty set (there is no integer NaN).
+            An integer mean over an empty set (there is no integer NaN).
 
         See Also
         --------
@@ -232,10 +233,8 @@ OPS = (
         ------
         {common_errors}
         ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array. Also integer
-            data over an empty set (there is no integer -inf), and an integer result that does not fit
-            the dtype.
+            Integer data over an empty set (there is no integer -inf), and an integer result that does
+            not fit the dtype.
 
         See Also
         --------
@@ -287,9 +286,6 @@ OPS = (
         Raises
         ------
         {common_errors}
-        ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array.
 
         See Also
         --------
@@ -344,9 +340,6 @@ OPS = (
         Raises
         ------
         {common_errors}
-        ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array.
 
         See Also
         --------
@@ -412,9 +405,6 @@ OPS = (
         Raises
         ------
         {common_errors}
-        ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array.
 
         See Also
         --------
@@ -465,9 +455,6 @@ OPS = (
         Raises
         ------
         {common_errors}
-        ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array.
 
         See Also
         --------
@@ -518,9 +505,6 @@ OPS = (
         Raises
         ------
         {common_errors}
-        ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array.
 
         See Also
         --------
@@ -570,9 +554,6 @@ OPS = (
         Raises
         ------
         {common_errors}
-        ValueError
-            Duplicate axes, an ``axes`` array of rank above 1, ``keepdims`` or ``noop_with_empty_axes``
-            other than 0/1/False/True, or data that cannot be converted to an array.
 
         See Also
         --------
