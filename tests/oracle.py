@@ -766,7 +766,7 @@ def expected(op: str, x, axes=None, keepdims=1, noop_with_empty_axes=0) -> Expec
                 undecided |= und
             if undecided:
                 res.error_ok = ValueError
-    # an empty kept set (k == 0) computes nothing and never raises (SEMANTICS: "empty kept set")
+    # an empty kept set (k == 0) computes nothing and never raises (docs/SEMANTICS.md: "empty kept set")
     return res
 
 

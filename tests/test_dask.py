@@ -129,9 +129,9 @@ def test_integer_mean_of_huge_sums_is_exact_where_dasks_mean_is_not():
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
 def test_integer_log_sum_exp_next_to_an_integer_is_decided_exactly_across_chunks(dtype):
-    # as tests/test_hard_cases.py: top + log(1 + sum(exp(-d))) just below top + 2, where float64
+    # as tests/test_integers.py: top + log(1 + sum(exp(-d))) just below top + 2, where float64
     # says top + 2; here the elements are spread over chunks, and the decision needs all of them
-    from test_hard_cases import _greedy_distances_below
+    from test_integers import _greedy_distances_below
 
     top = 1000
     row = [top] + [top - d for d in _greedy_distances_below(2, 60)]

@@ -1,5 +1,6 @@
 """Self-tests of tests/oracle.py: the oracle against hand values, NumPy's own correctly rounded casts
-and plain float64 NumPy reductions. None of this calls numred."""
+and plain float64 NumPy reductions; and of tests/numpy_oracle.py's exact integer ReduceL2. None of
+this calls numred."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import oracle
+from numpy_oracle import int_expected, norm_axes
 from oracle import BFLOAT16, ExpectedError, expected, round_fraction
 
 I32 = np.iinfo(np.int32)
@@ -88,7 +90,7 @@ def test_ulp_array_matches_scalar_ulp():
         assert got.tolist() == [float(oracle.ulp(Fraction(x), dt)) for x in v.tolist()]
 
 
-# ---- hand values from SEMANTICS.md ---------------------------------------------------------------
+# ---- hand values from docs/SEMANTICS.md -----------------------------------------------------------
 
 
 def test_contract_value_rows():
@@ -315,3 +317,23 @@ def test_integer_product_is_the_exact_products_low_bits(dtype):
         if info.min < 0 and exact >= 2 ** (bits - 1):
             exact -= 2**bits
         assert one("reduce_prod", row, dtype) == exact == int(np.prod(row, dtype=dtype)), n
+
+
+# ---- tests/numpy_oracle.py -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype, bound", [(np.int32, 2**31), (np.int64, 2**41)])
+def test_the_integer_l2_oracle_is_python_ints_isqrt(dtype, bound):
+    # numpy_oracle.int_expected's ReduceL2 (pieces, einsum, carries) against math.isqrt of Python int
+    # sums, with the extremes of each dtype's range in these tests
+    rng = np.random.default_rng(5)
+    x = rng.integers(-bound, bound, (7, 5, 6), dtype=np.int64).astype(dtype)
+    x[0, 0, :] = -bound
+    x[1, :, 0] = bound - 1
+    rows = x.astype(object)
+    for axes in ([0], [1, 2], [0, 2], None):
+        t = norm_axes(axes, x.ndim)
+        lo, hi = int_expected("reduce_l2", x, axes)
+        expected = np.vectorize(math.isqrt, otypes=[object])(np.sum(rows * rows, axis=t, keepdims=True))
+        assert lo.tolist() == hi.tolist() == expected.tolist(), axes

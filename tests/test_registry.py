@@ -18,6 +18,7 @@ if __name__ == "__main__":  # run as a script: the checkout's numred, not an ins
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numred
+from numred import _reduction
 from numred._registry import OPS, SHARED_DOC
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +84,25 @@ def test_every_operator_has_an_oracle_peers_and_docs():
         assert re.search(rf"^\s+{op.name}$", api_page, re.M), op.name
         for marker in SHARED_DOC:
             assert marker in op.doc, (op.name, marker)
+
+
+def test_registry_lists_the_ten_ops():
+    assert sorted(op.name for op in OPS) == ["reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
+                                              "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
+                                              "reduce_sum_square"]
+    assert sorted(op.onnx_name for op in OPS) == ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+                                                  "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
+                                                  "ReduceSumSquare"]
+
+
+@pytest.mark.slow
+def test_a_reduction_names_a_combination_that_has_kernels():
+    # An operator's Reduction is data the drivers dispatch on; one its kernels do not exist for
+    # must fail where it is declared, not as a wrong result or a compile error at its first call.
+    with pytest.raises(ValueError, match="no kernels"):
+        _reduction.Reduction(_reduction.SUM, _reduction.WRAPPING)
+    with pytest.raises(ValueError, match="no kernels"):
+        _reduction.Reduction(_reduction.EXP, _reduction.MAX_AND_EXP_SUM, mean=True)
 
 
 # ---- a new operator is one record ---------------------------------------------------------------

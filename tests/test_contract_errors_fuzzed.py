@@ -1,4 +1,5 @@
-"""Reliability issue, item 8: malformed calls, fuzzed with hypothesis.
+"""Malformed calls, fuzzed with hypothesis (the error rows of docs/SEMANTICS.md one by one are in
+tests/test_contract_errors.py).
 
 Every drawn call has at least one argument that docs/SEMANTICS.md makes an error (an unsupported
 dtype or non-array data, a wrong axes value, a flag other than 0/1/False/True); the other arguments
@@ -93,7 +94,7 @@ def _contract_flag_ok(v) -> bool:
 
 
 def contract_accepts(data, axes, keepdims, noop, opname="reduce_mean") -> bool:
-    """Whether the call of ``opname`` is well-formed per SEMANTICS.md (value errors such as an
+    """Whether the call of ``opname`` is well-formed per docs/SEMANTICS.md (value errors such as an
     integer mean over an empty set are not drawn here: every drawn call is malformed in its form)."""
     x = _contract_data(data, opname in NARROW_INT_OPS)
     if x is None:
@@ -358,7 +359,7 @@ _CRASH_BATCH = """
 import sys
 sys.path.insert(0, {tests_dir!r})
 from hypothesis import given, seed, settings, HealthCheck
-import test_reliability_fuzz as m
+import test_contract_errors_fuzzed as m
 
 @seed(20240917)  # fixed, reproducible, and other examples than the in-process test's
 @settings(max_examples=300, deadline=None, database=None, derandomize=False,

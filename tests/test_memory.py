@@ -1,10 +1,11 @@
-"""Reliability issue, items 3 and 4: huge logical inputs and peak memory.
+"""Huge logical inputs and peak memory: no input is materialised and no call allocates a temporary
+proportional to its input.
 
-Item 3: zero-stride broadcast views of more than 2**32 logical elements (65536 x 65536 and up) are
+Huge views: zero-stride broadcast views of more than 2**32 logical elements (65536 x 65536 and up) are
 reduced without being materialised and give the exact results computed here in closed form with
 Python ints and Fractions (mean of a constant = the constant, sum of squares of n copies of c =
 n c**2, wrapped modulo 2**bits for integers, log-sum-exp of n copies of c = c + ln n; broadcast rows
-reduce to sums over the row). Item 4: on a 256 MiB float32 input, no call allocates a temporary
+reduce to sums over the row). Peak memory: on a 256 MiB float32 input, no call allocates a temporary
 proportional to the input.
 
 Peak memory is measured in a fresh interpreter, after numred has been imported and every op warmed
@@ -20,6 +21,9 @@ writes its results to a file; the values are checked here against the exact expe
 The huge calls read 2**32 elements each (a zero-stride view is still read element by element):
 about 1.5-4 s each for mean and sum of squares and 8 s for a float log-sum-exp on 2 cores, so the
 list below is kept short, one subprocess for all of them.
+
+The exact paths (numred._exact: ReduceL2 beyond 2**64 or beyond float64's range) are checked in
+this process with tracemalloc, which sees NumPy's allocations.
 """
 from __future__ import annotations
 
@@ -42,7 +46,6 @@ try:  # mpmath comes with sympy (an onnxruntime dependency) but is not a declare
 except ImportError:  # pragma: no cover
     mpmath = None
 
-pytestmark = pytest.mark.slow
 
 KIB = 1024
 HUGE_LIMIT_KIB = 256 * 10**6 // KIB  # "extra peak memory under 256 MB"
@@ -90,7 +93,7 @@ def trunc_div(s: int, n: int) -> int:
     return s // n if s >= 0 else -((-s) // n)
 
 
-# ---- item 3: huge zero-stride broadcasts ------------------------------------------------------------
+# ---- huge zero-stride broadcasts -------------------------------------------------------------------
 
 I32MAX, I32MIN = 2**31 - 1, -(2**31)
 I64MAX, I64MIN = 2**63 - 1, -(2**63)
@@ -265,6 +268,7 @@ def _huge_growth(report, cid):
     return r["peak_after"] - (r["peak_before"] if report["reset"] else report["baseline"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cid", list(HUGE_CASES))
 def test_huge_broadcast_exact_and_not_materialised(huge_report, cid):
     case = HUGE_CASES[cid]
@@ -291,6 +295,7 @@ def test_huge_broadcast_exact_and_not_materialised(huge_report, cid):
                               f"{float(dist[worst]):.3f} ulp")
 
 
+@pytest.mark.slow
 def test_huge_expectations_on_hand_values():
     # the closed forms, checked once by hand
     assert huge_expected(HUGE_CASES["f32-const-1.5-ssq-axis0"])[1][:1] == [Fraction(9, 4) * A]
@@ -301,7 +306,7 @@ def test_huge_expectations_on_hand_values():
     assert abs(float(lse) - (1.5 + 32 * math.log(2))) < 1e-14
 
 
-# ---- item 4: no temporary proportional to the input -------------------------------------------------
+# ---- no temporary proportional to the input -------------------------------------------------------
 
 MEM_SHAPE = (8192, 8192)  # float32: 256 MiB
 MEM_INPUT_KIB = math.prod(MEM_SHAPE) * 4 // KIB
@@ -365,6 +370,7 @@ def _mem_expected(opname, x64, axes_of_x):
     return e, (2 * n + 128) * u + 4 * np.spacing(np.abs(e))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_log_sum_exp", "reduce_sum_square"])
 def test_no_temporary_proportional_to_the_input(opname, mem_input64, tmp_path):
     out = str(tmp_path / opname)
@@ -401,3 +407,67 @@ def test_no_temporary_proportional_to_the_input(opname, mem_input64, tmp_path):
         ok = np.abs(g - e) <= limit * (1 + 1e-12)
         assert ok.all(), f"{opname} {layout} axes={axes}: {int((~ok).sum())} outputs differ, e.g. got " \
                          f"{g[~ok][:3]}, expected {e[~ok][:3]}"
+
+
+# ---- the exact paths -----------------------------------------------------------------------------
+
+
+def _l2_and_peak(x, axes=None):
+    """numred.reduce_l2(x, axes, keepdims=0) and the peak of the allocations traced during the call
+    (tracemalloc sees NumPy's; the kernels are loaded first, on a piece, so that Numba's are not)."""
+    import tracemalloc
+
+    numred.reduce_l2(x[..., :2], axes=axes)
+    tracemalloc.start()
+    try:
+        got = numred.reduce_l2(x, axes=axes, keepdims=0)
+        return got, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("dtype,value", [(np.int64, 2**40), (np.float64, 1e200)])
+def test_exact_l2_of_a_long_row_needs_no_temporary_proportional_to_it(dtype, value):
+    # A reduction over all of a large input is one long row: its exact path (squares beyond 2**64,
+    # or beyond float64's range) takes it in pieces, with temporaries of a few pieces, not several
+    # the size of the input (NumPy's allocations are traced)
+    x = np.full(1 << 22, value, dtype=dtype)  # 32 MiB
+    x[::3] = -value
+    got, peak = _l2_and_peak(x)
+    if dtype == np.int64:
+        assert int(got) == math.isqrt(x.size * value**2)
+    else:
+        assert got == 2048 * value  # sqrt(2**22) exactly, times 1e200 rounded once
+    assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_exact_path_over_axes_that_do_not_merge_copies_one_group_of_rows_at_a_time(batch):
+    # Reduced axes around a kept one (axes [0, 2] of 64x32x4096) cannot be one row per output without
+    # a copy: the exact path copies a group of rows at a time, not all of them (64 MiB at its peak
+    # before). Output k's elements are +-(2**40 + k), its squares' sum 2**18 (2**40 + k)**2, beyond
+    # 2**64: its root 2**9 (2**40 + k), exactly. Also behind a kept axis of length 1 (a batch of one,
+    # 1x64x32x4096 over [1, 3]), which the groups pass over.
+    x = np.empty((64, 32, 4096), dtype=np.int64)  # 64 MiB
+    x[...] = (2**40 + np.arange(32))[None, :, None]
+    x[::3] *= -1
+    axes = [0, 2]
+    if batch:
+        x, axes = x[None], [1, 3]
+    got, peak = _l2_and_peak(x, axes)
+    assert got.ravel().tolist() == [2**9 * (2**40 + k) for k in range(32)]
+    assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"
+
+
+@pytest.mark.parametrize("axes", [None, [0, 1]])
+def test_exact_path_reads_a_transposed_input_in_place(axes):
+    # A transposed (here Fortran-ordered) input: the exact path takes each output's elements in
+    # memory's order, a view, where the axes' given order needs a copy of the whole input (32 MiB at
+    # the peak before). 2**22 elements +-2**40, or 2**16 per output over [0, 1]: squares' sums
+    # beyond 2**64, roots 2**51 and 2**48 exactly.
+    x = np.full((64, 16, 4096), 2**40, dtype=np.int64)  # 32 MiB
+    x[:, ::3] *= -1
+    x = x.T  # 4096x16x64, Fortran-ordered
+    got, peak = _l2_and_peak(x, axes)
+    assert got.ravel().tolist() == ([2**51] if axes is None else [2**48] * 64)
+    assert peak < x.nbytes / 4, f"{peak / 2**20:.1f} MiB at the peak for a {x.nbytes / 2**20:.0f} MiB input"

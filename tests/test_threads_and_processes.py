@@ -1,17 +1,28 @@
-"""Process-level reliability (numred/_runtime.py): Python threads, forked workers, the on-disk kernel
-cache (warm start, read-only installs, several processes compiling at once).
+"""The execution model (docs/architecture.md, "Execution model") and the process-level runtime
+(numred/_runtime.py): parallel kernels release the GIL and threads never wait for one another's
+launches; Python threads launching at once on every threading layer (TBB by default), forked workers
+(the serial fallback, and its bits), the on-disk kernel cache (warm start, read-only installs,
+several processes compiling at once, a changed helper module, precompile), the thread count numred
+reads from Numba, and the notice of a first compile.
 
-Each scenario runs in a subprocess, so that an abort or a hang fails one test instead of the session.
-The checks inside compare with independent results: integer data whose exact sums NumPy's int64
-arithmetic gives, and float32 data against a float64 NumPy sum (within a float32 ulp).
+None of these tests times a speed. The two thread tests observe an order of events that holding the
+GIL makes impossible: another thread writing into an input while a kernel still reads it, and a short
+call finishing while a long one computes. Each tries up to three times (the OS may not schedule the
+other thread in time on a loaded machine); with the GIL held no try can pass.
+
+Each process-level scenario runs in a subprocess, so that an abort or a hang fails one test instead
+of the session. The checks inside compare with independent results: integer data whose exact sums
+NumPy's int64 arithmetic gives, and float32 data against a float64 NumPy sum (within a float32 ulp).
 """
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -19,12 +30,97 @@ import numpy as np
 import pytest
 
 import numred
-from numred import _derived, _reduction, _runtime
+from numred import _derived, _runtime
 from numred._registry import OPS
+from numred.kernels import rows, table
+from threads import with_threads
+
+
+# ---- the GIL and Python threads ------------------------------------------------------------------
+
+
+def test_parallel_variants_release_the_gil_and_serial_ones_keep_it():
+    # (a small input's kernel takes about as long as handing the GIL to another thread and back)
+    pairs = list(table.KERNELS.values()) + [rows.float_rows(mode, rows.ROWS_GENERAL) for mode in (0, 1)]
+    assert pairs
+    for serial, parallel in pairs:
+        assert parallel.targetoptions.get("nogil") is True, parallel.py_func.__qualname__
+        assert not serial.targetoptions.get("nogil"), serial.py_func.__qualname__
+
+
+def test_another_thread_runs_while_a_kernel_computes():
+    # One thread reads 256 MiB row after row (tens of milliseconds, one thread); another writes the
+    # last row's last element a millisecond after the call starts. Had the kernel held the GIL, the
+    # writer could only run after it returned, and the max of the last row would be the 0 it read.
+    x = np.zeros((4096, 16384), dtype=np.float32)
+    numred.reduce_max(x[:64], [1])  # (compiled or loaded before the tries)
+    for _ in range(3):
+        x[-1, -1] = 0.0
+        calling = threading.Event()
+
+        def write_late():
+            calling.wait()
+            time.sleep(0.001)
+            x[-1, -1] = 1.0
+
+        writer = threading.Thread(target=write_late)
+        writer.start()
+
+        def call():
+            calling.set()
+            return numred.reduce_max(x, [1], keepdims=0)
+
+        result = with_threads(1, call)
+        writer.join()
+        if result[-1] == 1.0:
+            return
+        assert result[-1] == 0.0
+    pytest.fail("the other thread never ran while the kernel read the input")
+
+
+def test_a_short_call_does_not_wait_for_a_long_one_in_another_thread():
+    # A parallel-size call in one thread finishes while another thread's call on 256 MiB still
+    # computes: no process-wide launch lock, no GIL held by the kernels.
+    big = np.ones((4096, 16384), dtype=np.float32)
+    small = np.ones((1000, 1000), dtype=np.float32)
+    numred.reduce_sum_square(big[:64], [1]), numred.reduce_mean(small, [1])
+    for _ in range(3):
+        order = []
+        calling = threading.Event()
+
+        def short_call():
+            calling.wait()
+            time.sleep(0.001)
+            result = numred.reduce_mean(small, [1])
+            order.append("short")
+            assert np.all(result == 1.0)
+
+        other = threading.Thread(target=short_call)
+        other.start()
+        calling.set()
+        assert np.all(numred.reduce_sum_square(big, [1]) == 16384.0)
+        order.append("long")
+        other.join()
+        if order == ["short", "long"]:
+            return
+    pytest.fail(f"the short call waited for the long one: {order}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.machine() != "x86_64",
+                    reason="the tbb wheel, a dependency on Linux x86_64 only")
+def test_parallel_kernels_run_on_tbb_by_default():
+    # pip's libtbb is not on the loader's path; numred loads it so that Numba's default picks TBB
+    out = run_python("import numpy as np, numba, numred\n"
+                     "numred.reduce_mean(np.ones((1000, 1000), np.float32), [1])\n"
+                     "print(numred._runtime.TBB_LIBRARY is not None, numba.threading_layer())",
+                     env={"NUMBA_THREADING_LAYER": "default"})
+    assert out.split() == ["True", "tbb"]
+
+
+# ---- processes: threads launching at once, forks, the kernel cache -------------------------------
+
 
 PACKAGE_DIR = Path(numred.__file__).parent
-
-pytestmark = pytest.mark.slow
 
 # The inputs and the independent expected values every subprocess checks its numred results with.
 CHECKS = textwrap.dedent(
@@ -72,6 +168,7 @@ def run_python(code: str, *, env: dict | None = None, timeout: float = 600):
     return result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", ["default", "workqueue", "omp"])
 def test_eight_threads_at_once(layer):
     # Numba's workqueue layer aborts the process when two threads launch parallel kernels together;
@@ -110,6 +207,7 @@ def test_eight_threads_at_once(layer):
         assert out.split()[1] == layer
 
 
+@pytest.mark.slow
 def test_forked_pool_after_parallel_kernels():
     # GNU OpenMP aborts a forked child that starts a parallel region after the parent used one; numred's
     # children of such a parent run the serial variants.
@@ -157,12 +255,12 @@ WARM_START = CACHE_MISSES + textwrap.dedent(
     """
 )
 
-
 # One cold cache filled by several processes at once, one dtype each, compiling and saving the same
 # functions for different signatures (numba#4807, #10128; numred serialises the saves). The float32
 # process compiles what WARM_START calls. Shared by the two tests below: a cold compile is most of
 # their time.
 CONCURRENT_DTYPES = ("float32", "int32", "int64")
+
 COLD_FILL = CACHE_MISSES + textwrap.dedent(
     """
     import numpy as np, numred
@@ -194,6 +292,7 @@ def concurrently_filled_cache(tmp_path_factory):
     return env, {d: int(out.split()[1]) for d, (out, _) in outputs.items()}
 
 
+@pytest.mark.slow
 def test_processes_compiling_at_once(concurrently_filled_cache):
     env, cold_misses = concurrently_filled_cache
     assert all(m > 0 for m in cold_misses.values()), cold_misses  # each compiled and saved
@@ -201,6 +300,7 @@ def test_processes_compiling_at_once(concurrently_filled_cache):
         assert run_python(f"DTYPE = {d!r}\n" + COLD_FILL, env=env).split() == ["ok", "0"], d
 
 
+@pytest.mark.slow
 def test_warm_start_loads_kernels_from_the_disk_cache(concurrently_filled_cache):
     env, _ = concurrently_filled_cache
     warm = [run_python(WARM_START, env=env).split() for _ in range(3)]
@@ -213,6 +313,7 @@ def test_warm_start_loads_kernels_from_the_disk_cache(concurrently_filled_cache)
     assert best < 8.0
 
 
+@pytest.mark.slow
 def test_cached_kernels_close_over_constants_only():
     # Numba keys a cached kernel by the pickled contents of its closure. A factory-made kernel that
     # captured a dispatcher (max_keys once captured its run function) pickled differently in every
@@ -248,6 +349,7 @@ def _copy_cache_written_before(moment: float, env: dict) -> int:
     return copied
 
 
+@pytest.mark.slow
 def test_precompile_fills_the_cache_for_every_layout(tmp_path):
     # `python -m numred precompile` compiles every kernel family the plan layer picks: afterwards a
     # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing;
@@ -292,6 +394,7 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
     assert int(run_python(code.replace("PARALLEL_ALLOWED", "False"), env=env)) == 0
 
 
+@pytest.mark.slow
 def test_a_changed_helper_module_invalidates_the_cached_kernels(tmp_path):
     # Numba stamps a cached function with its own source file, but numred's kernels compile helpers
     # of other modules into themselves (_runtime.package_source_stamp). After a change to a helper
@@ -340,6 +443,7 @@ def _without_root_privileges():
             "--inh-caps=-dac_override,-dac_read_search"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temp_writable", [True, False], ids=["private-temp-cache", "no-cache-at-all"])
 def test_read_only_package_and_home(tmp_path, temp_writable):
     site = _read_only_install(tmp_path)
@@ -373,6 +477,7 @@ def test_read_only_package_and_home(tmp_path, temp_writable):
         assert (temp / f"numred-{os.getuid()}").stat().st_mode & 0o077 == 0  # a private directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
     # A forked child of a process that ran parallel kernels runs their serial variants: same chunks,
@@ -397,15 +502,7 @@ def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
             assert parallel.tobytes() == serial.tobytes(), (op.name, axes)
 
 
-def test_a_reduction_names_a_combination_that_has_kernels():
-    # An operator's Reduction is data the drivers dispatch on; one its kernels do not exist for
-    # must fail where it is declared, not as a wrong result or a compile error at its first call.
-    with pytest.raises(ValueError, match="no kernels"):
-        _reduction.Reduction(_reduction.SUM, _reduction.WRAPPING)
-    with pytest.raises(ValueError, match="no kernels"):
-        _reduction.Reduction(_reduction.EXP, _reduction.MAX_AND_EXP_SUM, mean=True)
-
-
+@pytest.mark.slow
 def test_get_num_threads_is_numbas_count_in_every_state():
     # _runtime.get_num_threads reads the threading layer's count directly once Numba's threads are up
     # (numba.get_num_threads takes a lock per call); before that it asks Numba, which starts them. The
@@ -435,6 +532,7 @@ def test_get_num_threads_is_numbas_count_in_every_state():
     assert "started before: False" in stdout, stdout  # so the fallback path ran too
 
 
+@pytest.mark.slow
 def test_every_compiled_kernel_has_its_own_qualified_name():
     # Numba names a compiled function's symbol after its module, qualname, argument types and a
     # counter that restarts in every process. Closures of one factory (one per mode) share a qualname
@@ -454,6 +552,7 @@ def test_every_compiled_kernel_has_its_own_qualified_name():
     assert len(names) > 20
 
 
+@pytest.mark.slow
 def test_a_first_compile_says_so_once_through_the_numred_logger(caplog, monkeypatch):
     # A first call that compiles takes seconds: the numred logger says why, once per process, at
     # INFO (silent unless the application shows it); other packages' Numba functions say nothing.

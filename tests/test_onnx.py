@@ -1,4 +1,5 @@
-"""numred.onnx: the reference-evaluator operators (REFERENCE_OPS) and the ONNX backend.
+"""ONNX: numred.onnx (the reference-evaluator operators REFERENCE_OPS and the ONNX backend), the
+examples and node tests ONNX publishes, and onnxruntime where it agrees with the contract.
 
 * onnx's own backend test runner (onnx.backend.test.BackendTest) runs the node tests of numred's
   operators (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceLogSumExp, ReduceSumSquare, ReduceL2,
@@ -7,10 +8,20 @@
   data directory of those operators, read back from model.onnx and the .pb files;
 * opset 1/11/13 models (axes as an attribute; ReduceSum at 13: an input) match the exact oracle
   (tests/oracle.py);
-* numred's kernels, not onnx's NumPy reference, compute the nodes (inputs where the two differ).
+* numred's kernels, not onnx's NumPy reference, compute the nodes (inputs where the two differ);
+* conformance (docs/SEMANTICS.md, "Conformance"): every example printed in the three ONNX operator
+  pages (tests/data/seed_examples.json) and the backend node test cases of ReduceMean,
+  ReduceLogSumExp and ReduceSumSquare shipped with the installed onnx package, through the public
+  functions;
+* onnxruntime (CPUExecutionProvider) agrees on random cases where the contract and it agree.
+
+What onnxruntime and the onnx reference do where they differ from the contract (docs/operators.md)
+is checked in tests/test_documented_differences.py.
 """
 from __future__ import annotations
 
+import functools
+import json
 import re
 import unittest
 import warnings
@@ -22,6 +33,7 @@ import pytest
 
 import numred
 import oracle
+from numred._registry import OPS as REGISTRY
 
 onnx = pytest.importorskip("onnx")
 with warnings.catch_warnings():
@@ -33,6 +45,12 @@ with warnings.catch_warnings():
 
     import numred.onnx
     from numred.onnx import REFERENCE_OPS, Backend
+
+try:
+    import onnxruntime as ort
+except ImportError:  # pragma: no cover - a test dependency; only the tests that run it need it
+    ort = None
+needs_onnxruntime = pytest.mark.skipif(ort is None, reason="onnxruntime is not installed")
 
 OUR_TESTS = r"^test_reduce_(mean|sum|prod|max|min|log_sum_exp|sum_square|l1|l2|log_sum)_"
 # node tests whose inputs the contract refuses: opset-20 bool data for ReduceMax and ReduceMin, which
@@ -381,3 +399,248 @@ def test_non_integer_axes_through_the_backend_give_numreds_message():
     node = helper.make_node("ReduceSumSquare", ["x", "axes"], ["y"])
     with pytest.raises(TypeError, match=r"^ReduceSumSquare: axes must hold integers"):
         Backend.run_node(node, [np.float32([1, 2]), np.float32([0])])
+
+
+# ---- conformance: the examples printed in the ONNX operator pages --------------------------------
+
+
+SEED_FILE = Path(__file__).parent / "data" / "seed_examples.json"
+ONNX_TO_FUNC = {
+    "ReduceMean": numred.reduce_mean,
+    "ReduceLogSumExp": numred.reduce_log_sum_exp,
+    "ReduceSumSquare": numred.reduce_sum_square,
+}
+
+# the pages print eight significant digits
+SEED_RTOL = {"float32": 2e-6, "float64": 1e-8}
+
+
+def _load_seed_cases():
+    with open(SEED_FILE, encoding="utf-8") as f:
+        return json.load(f)["cases"]
+
+
+SEED_CASES = _load_seed_cases()
+
+
+def _tensor(t):
+    dtype = np.dtype(t["dtype"])
+    if t["values"] is None:
+        return None
+    return np.array(t["values"], dtype=dtype).reshape(t["shape"])
+
+
+def _call(case):
+    func = ONNX_TO_FUNC[case["op"]]
+    attrs = case["attributes"]
+    data = _tensor(case["inputs"][0])
+    axes = _tensor(case["inputs"][1]) if len(case["inputs"]) > 1 else None
+    kw = dict(keepdims=attrs.get("keepdims", 1), noop_with_empty_axes=attrs.get("noop_with_empty_axes", 0))
+    return func, data, axes, kw
+
+
+def test_seed_file_has_the_documented_counts():
+    statuses = [c["status"] for c in SEED_CASES]
+    assert statuses.count("valid") == 46
+    assert sum(s.startswith("invalid: axes [2] out of range") for s in statuses) == 4
+    assert sum(s.startswith("inconsistent") for s in statuses) == 2
+    assert len(statuses) == 52
+
+
+@pytest.mark.parametrize("case", SEED_CASES, ids=[c["name"] for c in SEED_CASES])
+def test_seed_example(case):
+    status = case["status"]
+    if status.startswith("inconsistent"):
+        pytest.skip(status)
+    func, data, axes, kw = _call(case)
+    before = data.copy()
+    if status.startswith("invalid: axes [2] out of range"):
+        with pytest.raises(np.exceptions.AxisError):
+            func(data, axes, **kw)
+        np.testing.assert_array_equal(data, before)
+        return
+    assert status == "valid", status
+    want = _tensor(case["outputs"][0])
+    got = func(data, axes, **kw)
+    assert type(got) is np.ndarray
+    assert got.dtype == want.dtype
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=SEED_RTOL[want.dtype.name], atol=0)
+    np.testing.assert_array_equal(data, before)
+
+
+# ---- conformance: ONNX backend node tests through the public functions ---------------------------
+
+
+_PREFIXES = ("test_reduce_mean", "test_reduce_log_sum_exp", "test_reduce_sum_square")
+
+
+def _collect_onnx_cases():
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # onnx's generators emit RuntimeWarnings
+            import onnx.helper  # noqa: F401
+            from onnx.backend.test.case.node import collect_testcases
+
+            cases = collect_testcases()
+    except ImportError:  # pragma: no cover - onnx is a test dependency
+        return []
+    return sorted(
+        (c for c in cases if c.name.startswith(_PREFIXES) and not c.name.endswith("_expanded")),
+        key=lambda c: c.name,
+    )
+
+
+ONNX_CASES = _collect_onnx_cases()
+
+
+def test_onnx_backend_cases_were_found():
+    pytest.importorskip("onnx")
+    names = {c.name for c in ONNX_CASES}
+    assert len(names) == len(ONNX_CASES)  # no duplicates
+    for prefix in _PREFIXES:
+        assert sum(n.startswith(prefix) for n in names) >= 8, prefix
+
+
+@pytest.mark.parametrize("case", ONNX_CASES, ids=[c.name for c in ONNX_CASES])
+def test_onnx_backend_node_case(case):
+    import onnx.helper
+
+    graph = case.model.graph
+    assert len(graph.node) == 1
+    node = graph.node[0]
+    func = ONNX_TO_FUNC[node.op_type]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    keepdims = attrs.get("keepdims", 1)
+    noop = attrs.get("noop_with_empty_axes", 0)
+    has_axes = len(node.input) > 1 and node.input[1] != ""
+    assert case.data_sets
+    for inputs, outputs in case.data_sets:
+        data = inputs[0]
+        axes = inputs[1] if has_axes else None
+        before = data.copy()
+        got = func(data, axes, keepdims=keepdims, noop_with_empty_axes=noop)
+        want = outputs[0]
+        assert type(got) is np.ndarray
+        assert got.dtype == want.dtype
+        assert got.shape == want.shape
+        rtol = 1e-7 if want.dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+        np.testing.assert_array_equal(data, before)
+
+
+# ---- onnxruntime, on random cases where the contract and onnxruntime agree -----------------------
+
+
+# Cross-check against onnxruntime (CPUExecutionProvider) on random cases where the contract and
+# onnxruntime agree.
+#
+# Where they do not agree (measured with onnxruntime 1.32 on this machine), the inputs are restricted:
+# * integer ReduceMean: onnxruntime truncates toward zero like numred ([-1, -2] -> -1, [-7, 0, 0] -> -2),
+#   but computes through double, so int64 results are inexact once the sum passes 2**53
+#   ([2**53 + 1, 2**53 + 2] -> 2**53): values are kept below 10**6 in magnitude.
+# * integer ReduceSumSquare: onnxruntime does not wrap (int32 [50000, 50000] gives 2147483647, the
+#   contract 705032704): values and sizes are chosen so that the sum of squares fits.
+# * integer ReduceLogSumExp: onnxruntime evaluates exp(x - max) in the integer type, so every element
+#   below the max contributes 0 ([5, 4, 4, 4, 4, 4] gives 5, the contract 6): the reduced sets are made
+#   constant (then both give trunc(x + log n), e.g. [5] * 8 -> 7 and [-5] * 8 -> -2).
+# * only finite values and non-empty reduced sets.
+ORT_OP_TYPES = {op.name: op.onnx_name for op in REGISTRY}
+
+ORT_DTYPES = [np.float32, np.float64, np.int32, np.int64]
+ELEM = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.int32: TensorProto.INT32,
+        np.int64: TensorProto.INT64}
+
+
+@functools.lru_cache(maxsize=None)
+def _session(op_type, dtype, keepdims, noop):
+    node = helper.make_node(op_type, ["data", "axes"], ["out"], keepdims=keepdims, noop_with_empty_axes=noop)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("data", ELEM[dtype], None),
+         helper.make_tensor_value_info("axes", TensorProto.INT64, [None])],
+        [helper.make_tensor_value_info("out", ELEM[dtype], None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _ort(opname, x, axes, keepdims, noop):
+    try:
+        sess = _session(ORT_OP_TYPES[opname], x.dtype.type, keepdims, noop)
+        return sess.run(None, {"data": x, "axes": np.asarray(axes, dtype=np.int64)})[0]
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
+        if "NOT_IMPLEMENTED" in str(e) or "Could not find an implementation" in str(e):
+            pytest.skip(f"onnxruntime has no kernel for {ORT_OP_TYPES[opname]}({x.dtype}): {e}")
+        raise
+
+
+def _random_case(rng, opname, dtype):
+    ndim = int(rng.integers(1, 5))
+    shape = tuple(int(s) for s in rng.integers(1, 6, ndim))
+    k = int(rng.integers(0, ndim + 1))
+    axes = sorted(int(a) for a in rng.choice(ndim, k, replace=False))
+    axes = [a - ndim if rng.random() < 0.3 else a for a in axes]
+    rng.shuffle(axes)
+    keepdims = int(rng.integers(0, 2))
+    noop = int(rng.random() < 0.2) if not axes else int(rng.integers(0, 2))
+    reduced = [a % ndim for a in axes] if axes else ([] if noop else list(range(ndim)))
+    if np.dtype(dtype).kind == "f":
+        scale = {"reduce_mean": 100.0, "reduce_log_sum_exp": 20.0, "reduce_sum_square": 10.0, "reduce_sum": 100.0,
+                 "reduce_max": 100.0, "reduce_min": 100.0, "reduce_prod": 1.0, "reduce_l1": 100.0, "reduce_l2": 10.0,
+                 "reduce_log_sum": 100.0}[opname]
+        x = (rng.standard_normal(shape) * scale).astype(dtype)
+        if opname == "reduce_log_sum":  # positive sums: logs, not NaN
+            x = np.abs(x)
+    elif opname in ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l1"):  # sums of 625 elements: below 2**31
+        x = rng.integers(-(10**6), 10**6, shape).astype(dtype)
+    elif opname == "reduce_prod":
+        x = rng.integers(-3, 4, shape).astype(dtype)  # products of at most 625 factors: no overflow check
+    elif opname in ("reduce_sum_square", "reduce_l2"):
+        x = rng.integers(-1000, 1001, shape).astype(dtype)  # at most 625 elements: sum < 2**31
+    elif opname == "reduce_log_sum":
+        x = rng.integers(1, 1000, shape).astype(dtype)  # positive sums
+    else:
+        # constant along the reduced axes
+        src_shape = tuple(1 if a in reduced else s for a, s in enumerate(shape))
+        x = np.ascontiguousarray(np.broadcast_to(rng.integers(-50, 50, src_shape), shape)).astype(dtype)
+    return x, axes, keepdims, noop
+
+
+@needs_onnxruntime
+@pytest.mark.parametrize("dtype", ORT_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("opname", list(ORT_OP_TYPES))
+def test_agrees_with_onnxruntime(opname, dtype):
+    rng = np.random.default_rng(100 * list(ORT_OP_TYPES).index(opname) + ORT_DTYPES.index(dtype))
+    n_checked = 0
+    for _ in range(40):
+        x, axes, keepdims, noop = _random_case(rng, opname, dtype)
+        want = _ort(opname, x, axes, keepdims, noop)
+        got = getattr(numred, opname)(x, np.array(axes, dtype=np.int64), keepdims, noop)
+        ctx = f"{opname} {x.dtype} shape={x.shape} axes={axes} keepdims={keepdims} noop={noop}"
+        assert got.dtype == want.dtype, ctx
+        assert got.shape == want.shape, ctx
+        if x.dtype.kind == "f":
+            scale = float(np.max(np.abs(x))) if x.size else 1.0
+            # sums: onnxruntime adds float32 in float32, with an error that grows with the count
+            terms = scale if opname == "reduce_sum_square" else x.size if opname == "reduce_sum" else 1
+            if x.dtype == np.float32:
+                rtol, atol = 1e-5, 1e-6 * scale * terms
+            else:
+                rtol, atol = 1e-12, 1e-13 * scale * terms
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=ctx)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=ctx)
+        n_checked += 1
+    assert n_checked == 40
+
+
+@needs_onnxruntime
+@pytest.mark.parametrize("dtype", [np.int32, np.int64], ids=lambda d: np.dtype(d).name)
+def test_integer_mean_negative_values_truncate_like_onnxruntime(dtype):
+    # the measured agreement that the comment above the onnxruntime tests relies on
+    x = np.array([[-1, -2, 0], [-7, 0, 0], [-5, -5, 1], [7, 1, 1]], dtype=dtype)
+    want = _ort("reduce_mean", x, [1], 0, 0)
+    got = numred.reduce_mean(x, [1], keepdims=0)
+    assert got.tolist() == want.tolist() == [-1, -2, -3, 3]

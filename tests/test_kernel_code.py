@@ -1,0 +1,113 @@
+"""The compiled kernels as code, beyond their results: every kernel function states its fastmath
+flags (Numba would otherwise compile it with its first caller's), element helpers refuse the types
+they do not decode, and the sum kernels' store loops take no log that only ReduceLogSum asks for.
+"""
+from __future__ import annotations
+
+import errno
+
+import numpy as np
+import pytest
+
+import numred
+from oracle import BFLOAT16
+from threads import with_threads
+
+
+def test_every_kernel_function_states_its_fastmath_flags():
+    # Numba compiles a function whose fastmath flags are unset with the flags of the caller that
+    # first compiles it: _split and Neumaier's addition, error-free transformations, had come out with
+    # reassoc and contract when a FASTMATH loop compiled them first, and strict otherwise.
+    import inspect
+    from numba.core.registry import CPUDispatcher
+    from numred import kernels
+    from numred.kernels import serial
+    dispatchers = {f"{module.__name__}.{name}": obj for module in kernels.modules()
+                   for name, obj in vars(module).items() if isinstance(obj, CPUDispatcher)}
+    for name, variants in kernels.table.KERNELS.items():
+        for variant in variants:
+            dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
+    # the serial family's kernels, made by factories on first use
+    for kernel in ([serial.float_sums(term, float64) for term in (serial.SUM, serial.SQUARES, serial.SUM_ABS)
+                    for float64 in (0, 1)]
+                   + [serial.int_sums(squares) for squares in (0, 1)]
+                   + [serial.float_log_sum_exp(float64) for float64 in (0, 1)] + [serial.int_log_sum_exp()]):
+        dispatchers[kernel.py_func.__qualname__] = kernel
+    assert len(dispatchers) > 50
+    assert [name for name, d in dispatchers.items() if "fastmath" not in d.targetoptions] == []
+    source = "".join(inspect.getsource(module) for module in kernels.modules())
+    overloads = [line for line in source.splitlines() if line.startswith("@overload(")]
+    assert len(overloads) > 10
+    assert [line for line in overloads if "jit_options" not in line] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module, helper, arguments", [
+    ("decode", "pair_values", (np.zeros(4, np.float32), 0)),  # bfloat16 bits (int16) only
+    ("maxima", "float_key", (np.uint32(5),)),  # float bits, read through signed views only
+    ("maxima", "magnitude_bits", (np.uint64(5),)),
+])
+def test_element_helpers_refuse_types_they_do_not_decode(module, helper, arguments):
+    # pair_values once returned (0, 0) for any other type, float_key the value itself and
+    # magnitude_bits 0 for unsigned integers, so that kernels could compile branches their dtype never
+    # takes. The kernels are now made per element type and float-or-integer data (pair_sums,
+    # _max_run_for), and a misuse of these fails to compile instead of giving wrong values.
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    from numred import kernels
+
+    fn = getattr(getattr(kernels, module), helper)
+    call = njit(lambda *args: fn(*args))
+    with pytest.raises(TypingError):
+        call(*arguments)
+
+
+def _errno_of_this_thread():
+    """The C library's errno of the calling thread, as a ctypes int (glibc's __errno_location, macOS's
+    __error), or None."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:
+        return None
+    for name in ("__errno_location", "__error"):
+        location = getattr(libc, name, None)
+        if location is not None:
+            location.restype = ctypes.POINTER(ctypes.c_int)
+            return location().contents
+    return None
+
+
+ERRNO = _errno_of_this_thread()
+
+# one layout of each kind the plan picks: single runs, tiles, narrow tiles, blocks, the general walker
+# (tiles of 50 outputs), chunks of a reduced range finished after the kernel, the serial path
+FINISH_LAYOUTS = {"rows": ((2000, 300), [1]), "tiles": ((8, 64, 28, 28), [1]), "narrow tiles": ((2048, 300, 2), [1]),
+                  "blocks": ((40, 50, 30), [0, 2]), "general": ((30, 20, 40, 50), [0, 2]),
+                  "chunks": ((4, 1_000_000), [1]), "serial": ((6, 5, 4), [1])}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(ERRNO is None, reason="needs the C library's errno")
+@pytest.mark.parametrize("layout", FINISH_LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("opname", ["reduce_sum", "reduce_mean"])
+def test_sums_do_not_take_the_log_that_only_reduce_log_sum_asks_for(opname, dtype, layout):
+    # The sum kernels take their finish step (none, ReduceL2's square root, ReduceLogSum's log) as a
+    # runtime argument (kernels.store.finished). LLVM once vectorised the store loops of float16 and
+    # bfloat16 kernels into a log of every output whatever the step, mostly in the machine code saved
+    # to the disk cache, which every process that did not compile a kernel runs: 2.3x the time of a
+    # float16 sum, and the C library's log of each negative sum set errno to EDOM, which is how this
+    # test sees it. (The floating-point exception flags cannot tell: LLVM converts a float16 value in
+    # a vector register whose other lanes may hold signalling NaNs.) One thread, so that the kernel
+    # runs in this thread, whose errno this is.
+    shape, axes = FINISH_LAYOUTS[layout]
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.dtype(BFLOAT16 if dtype == "bfloat16" else dtype))
+    reduce = getattr(numred, opname)
+    with_threads(1, reduce, x, axes)  # a first call may compile, or load from the cache
+    ERRNO.value = 0
+    result = with_threads(1, reduce, x, axes)
+    assert ERRNO.value != errno.EDOM
+    assert (np.asarray(result, np.float64) < 0).any()  # the data has negative sums
