@@ -32,10 +32,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .kernels import base, finish, integers, rows, serial, table, tiles
+from .kernels import finish, integers, rows, serial, table, tiles
 from ._plan import Plan
 from ._reduction import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT,
-                         SQUARES, SUM, Reduction, Term, Undecided, as_dtype)
+                         SUM, Reduction, Term, Undecided, as_dtype)
 from ._runtime import run
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
@@ -150,10 +150,13 @@ def int_l1_term(dtype: np.dtype) -> Term:
     return ABS if dtype.kind == "i" else SUM
 
 
-# The integer kernels' encoding of the terms they sum (kernels.integers.INT_TERMS): the exact sum
-# (False), the wrapping sum of squares (True), the wrapping sum of |x| (SUM_ABS). A term they do not
-# sum is a KeyError, never a silently different sum.
-_INT_KERNEL_TERM = {SUM: False, SQUARES: True, ABS: base.SUM_ABS}
+
+def _int_kernel_term(term: Term) -> int:
+    """``term`` as the integer kernels take it (kernels.integers.INT_TERMS: the exact sum of x, the
+    wrapping sum of squares or of |x|); a term they do not sum is an error, never a different sum."""
+    if term not in integers.INT_TERMS:
+        raise ValueError(f"the integer kernels do not sum the term {term!r}")
+    return int(term)
 
 
 def _finished_call(reduction, plan, dtype):
@@ -250,23 +253,23 @@ def _int_call(plan, term, carrier, count):
     """The KernelCall of the integer exact sum (SUM) divided by ``count`` (integers._int_mean; 1: the
     sum modulo 2**bits) or wrapping sum of squares (SQUARES) or of |x| (ABS) of ``carrier`` data that
     writes finished results itself, or None."""
-    wrapping_term = _INT_KERNEL_TERM[term]
+    term = _int_kernel_term(term)
     if plan.single_run:  # serial ones too: the row kernels' serial variants
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        kernels = rows.int_rows(wrapping_term, rows.int_rows_four(wrapping_term, carrier, n_kept, n_reduced, step))
+        kernels = rows.int_rows(term, rows.int_rows_four(term, carrier, n_kept, n_reduced, step))
         args = plan.base, kept_stride, n_kept, n_reduced, step, count
     elif not plan.parallel:
-        kernels = serial.int_sums(wrapping_term), None
+        kernels = serial.int_sums(term), None
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, count
     elif plan.single_block:
-        kernels = table.KERNELS[table.INT_BLOCKS[wrapping_term]]
+        kernels = table.KERNELS[table.INT_BLOCKS[term]]
         args = plan.base, *plan.single_block, count
-    elif _narrow_tile(plan, carrier.itemsize) and (wrapping_term or carrier.itemsize == 8):  # (tiles._int_tiles_for)
+    elif _narrow_tile(plan, carrier.itemsize) and (term != SUM or carrier.itemsize == 8):  # (tiles._int_tiles_for)
         n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
-        kernels = table.KERNELS[table.INT_TILES[wrapping_term]]
+        kernels = table.KERNELS[table.INT_TILES[term]]
         args = plan.base, n_outer, outer_stride, n_inner, n_reduced, count
     elif plan.nchunks == 1:
-        kernels = table.KERNELS[table.INT_SUMS[wrapping_term]]
+        kernels = table.KERNELS[table.INT_SUMS[term]]
         args = plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, count, _NO_WORDS, _NO_WORDS
     else:
         return None
@@ -407,9 +410,9 @@ def _int_sums(plan, src, term, count, result):
         return
     low = np.empty(_tasks(plan), dtype=np.uint64)
     high = np.empty(_tasks(plan), dtype=np.uint64)
-    wrapping_term = _INT_KERNEL_TERM[term]
-    _launch(table.INT_SUMS[wrapping_term], plan, SUM, *_geometry(plan, src), plan.tile, count, low, high, result)
-    if wrapping_term:
+    term = _int_kernel_term(term)
+    _launch(table.INT_SUMS[term], plan, SUM, *_geometry(plan, src), plan.tile, count, low, high, result)
+    if term != SUM:  # (the wrapping sums)
         finish.finish_int_squares(low, plan.nchunks, result)
     else:
         finish.finish_int_mean(low, high, plan.nchunks, count, result)

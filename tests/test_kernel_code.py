@@ -21,16 +21,17 @@ def test_every_kernel_function_states_its_fastmath_flags():
     import inspect
     from numba.core.registry import CPUDispatcher
     from numred import kernels
-    from numred.kernels import serial
+    from numred.kernels import base, serial
+    from numred.kernels.integers import INT_TERMS
     dispatchers = {f"{module.__name__}.{name}": obj for module in kernels.modules()
                    for name, obj in vars(module).items() if isinstance(obj, CPUDispatcher)}
     for name, variants in kernels.table.KERNELS.items():
         for variant in variants:
             dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
     # the serial family's kernels, made by factories on first use
-    for kernel in ([serial.float_sums(term, float64) for term in (serial.SUM, serial.SQUARES, serial.SUM_ABS)
+    for kernel in ([serial.float_sums(term, float64) for term in (base.SUM, base.SUM_SQUARES, base.SUM_ABS)
                     for float64 in (0, 1)]
-                   + [serial.int_sums(squares) for squares in (0, 1)]
+                   + [serial.int_sums(term) for term in INT_TERMS]
                    + [serial.float_log_sum_exp(float64) for float64 in (0, 1)] + [serial.int_log_sum_exp()]):
         dispatchers[kernel.py_func.__qualname__] = kernel
     assert len(dispatchers) > 50

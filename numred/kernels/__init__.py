@@ -44,22 +44,24 @@ def catalogue() -> dict:
     from numba.core.registry import CPUDispatcher
 
     from . import base, finish, rows, serial, table
+    from .integers import INT_TERMS
 
     kernels = {}
     pairs = dict(table.KERNELS)
     pairs.update({f"float_rows {mode} {variant}": rows.float_rows(mode, variant)
                   for mode in (base.SUM, base.SUM_SQUARES, base.SUM_ABS) for variant in range(rows.ROWS_GENERAL + 1)})
-    pairs.update({f"int_rows {term} {four}": rows.int_rows(term, four) for term in (0, 1) for four in (0, 1)})
+    pairs.update({f"int_rows {term} {four}": rows.int_rows(term, four) for term in INT_TERMS for four in (False, True)})
     for name, (serial_variant, parallel_variant) in pairs.items():
         kernels[name] = serial_variant
         kernels[name + " parallel"] = parallel_variant
     # the serial float sums: means and sums (ReduceLogSum's too), sums of squares (ReduceL2's too) and of
     # |x| (ReduceL1)
-    for term in (serial.SUM, serial.SQUARES, serial.SUM_ABS):
+    for term in (base.SUM, base.SUM_SQUARES, base.SUM_ABS):
         for float64 in (False, True):
             kernels[f"serial float_sums {term} {float64}"] = serial.float_sums(term, float64)
+    for term in INT_TERMS:
+        kernels[f"serial int_sums {term}"] = serial.int_sums(term)
     for flag in (False, True):
-        kernels[f"serial int_sums {flag}"] = serial.int_sums(flag)
         kernels[f"serial float_log_sum_exp {flag}"] = serial.float_log_sum_exp(flag)
         kernels[f"serial extrema {flag}"] = serial.extrema(flag)
     kernels["serial int_log_sum_exp"] = serial.int_log_sum_exp()

@@ -56,9 +56,9 @@ def _float_blocks_for(mode):
     return float_blocks
 
 
-def _int_blocks_for(wrapping_term):
+def _int_blocks_for(term):
     """int_sums for single-block plans (see _float_blocks_for), fixed to the exact mean or the
-    wrapping sum of squares or of |x| (``wrapping_term``, as in int_rows): a group of neighbouring outputs
+    wrapping sum of squares or of |x| (``term``, as in int_rows): a group of neighbouring outputs
     per task, their runs read block by block, each added to its output's 128-bit sum or wrapping
     uint64 sum (exact: the order does not matter); finished into uint64 bits as int_rows does
     (divided by ``count``)."""
@@ -74,14 +74,14 @@ def _int_blocks_for(wrapping_term):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
                     offset = origin + w * kept_stride
-                    if wrapping_term:
-                        low[w] += _term_run(src, offset, n_inner, 1, wrapping_term)
+                    if term:
+                        low[w] += _term_run(src, offset, n_inner, 1, term)
                     else:
                         for b in range(0, n_inner, HALVES_BLOCK):
                             low_sum, high_sum = halves_run(src, offset + b, min(HALVES_BLOCK, n_inner - b), 1)
                             low[w], high[w] = _add_halves128(low[w], high[w], low_sum, high_sum)
             for w in range(width):
-                result[k0 + w] = low[w] if wrapping_term else _int_mean(low[w], high[w], count)
+                result[k0 + w] = low[w] if term else _int_mean(low[w], high[w], count)
 
     return int_blocks
 

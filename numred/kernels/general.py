@@ -159,12 +159,12 @@ def _float_sums_for(mode):
     return float_sums
 
 
-def _int_sums_for(wrapping_term):
-    """The int_sums kernel for one term, fixed at compile time (``wrapping_term``: False for the exact
+def _int_sums_for(term):
+    """The int_sums kernel for one term, fixed at compile time (``term``: SUM for the exact
     sum, True for x * x, SUM_ABS for |x|; integers.term_bits)."""
 
     def int_sums(src, base, dims, kept_ndim, nchunks, tile, count, out_low, out_high, result):
-        """wrapping_term False: exact 128-bit two's-complement sum (low, high words); otherwise the sum
+        """term SUM: exact 128-bit two's-complement sum (low, high words); otherwise the sum
         of x*x or |x| modulo 2**64 (low word only). Tiles (and wide rows) as in float_sums. With one
         chunk per output the task finishes it into ``result`` (uint64 bits): the exact mean over
         ``count`` elements, or the wrapping sum. Otherwise the partials go to out_low and out_high
@@ -182,8 +182,8 @@ def _int_sums_for(wrapping_term):
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
                     offset += origin
-                    if wrapping_term:
-                        low[0] += _term_run(src, offset, n, step, wrapping_term)
+                    if term:
+                        low[0] += _term_run(src, offset, n, step, term)
                     else:
                         for b in range(0, n, HALVES_BLOCK):
                             low_sum, high_sum = halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
@@ -192,8 +192,8 @@ def _int_sums_for(wrapping_term):
             else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
                 m = _rows_per_wide_row(width, step, end - pos)
                 # only the accumulators this sum uses (_fold_halves): half the memory a task touches
-                low_acc = low_accumulators(src, result, m * width if wrapping_term or not narrow_int(src) else 0)
-                high_acc = np.zeros(0 if wrapping_term else m * width, dtype=np.int64)
+                low_acc = low_accumulators(src, result, m * width if term or not narrow_int(src) else 0)
+                high_acc = np.zeros(0 if term else m * width, dtype=np.int64)
                 rows = 0
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
@@ -202,8 +202,8 @@ def _int_sums_for(wrapping_term):
                     while j < n:
                         start = offset + j * step
                         # eight (wide) rows per call, as in float_sums
-                        if (wrapping_term or narrow_int(src)) and n - j >= 8 * m:
-                            _int_columns8(src, start, m * step, m * width, wrapping_term, low_acc, high_acc)
+                        if (term or narrow_int(src)) and n - j >= 8 * m:
+                            _int_columns8(src, start, m * step, m * width, term, low_acc, high_acc)
                             span = 8 * m
                         elif n - j >= 4 * m:  # four: a quarter of the traffic of one
                             wide = m * width
@@ -211,21 +211,21 @@ def _int_sums_for(wrapping_term):
                                           _view(src, start + m * step, start + m * step + wide),
                                           _view(src, start + 2 * m * step, start + 2 * m * step + wide),
                                           _view(src, start + 3 * m * step, start + 3 * m * step + wide),
-                                          wrapping_term, low_acc, high_acc)
+                                          term, low_acc, high_acc)
                             span = 4 * m
                         else:
                             span = m if n - j >= m else 1  # m back-to-back rows read as one wide row
-                            _int_columns(_view(src, start, start + span * width), wrapping_term, low_acc, high_acc)
+                            _int_columns(_view(src, start, start + span * width), term, low_acc, high_acc)
                         j += span
                         rows += span
                         if rows >= HALVES_BLOCK:
-                            _fold_halves(low_acc, high_acc, low, high, wrapping_term, narrow_int(src))
+                            _fold_halves(low_acc, high_acc, low, high, term, narrow_int(src))
                             rows = 0
                     pos += n
-                _fold_halves(low_acc, high_acc, low, high, wrapping_term, narrow_int(src))
+                _fold_halves(low_acc, high_acc, low, high, term, narrow_int(src))
             if nchunks == 1:  # finished here, in parallel: a 128-bit division per output adds up
                 for w in range(width):
-                    result[k0 + w] = low[w] if wrapping_term else _int_mean(low[w], high[w], _U64(count))
+                    result[k0 + w] = low[w] if term else _int_mean(low[w], high[w], _U64(count))
             else:
                 for w in range(width):
                     out_low[(k0 + w) * nchunks + c] = low[w]

@@ -1,8 +1,8 @@
 """Integer accumulation: exact 128-bit sums from 32-bit halves, wrapping sums of squares or of |x|,
 exact integer means, and the integer log-sum-exp's exp sums and its exact decision.
 
-The helpers of the wrapping sums take the term as ``wrapping_term``: a constant, False for the exact sum of
-x (its halves), True (SUM_SQUARES) for x * x, SUM_ABS for |x| (term_bits).
+The helpers of the wrapping sums take the term as ``term``: a constant of kernels.base, SUM for the
+exact sum of x (its halves), SUM_SQUARES for x * x, SUM_ABS for |x| (term_bits).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, SUM_ABS, _U64, _constant, _view
+from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _U64, _constant, _view
 from .decode import as_bits
 from .exp import exp_of_minus_distance
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -140,9 +140,9 @@ def _halves_run_impl(src, offset, n, step):
     return wide
 
 
-# the integer kernels' terms (``wrapping_term``) and the names of their kernels: the exact sum of x (means,
+# the integer kernels' terms (``term``) and the names of their kernels: the exact sum of x (means,
 # ReduceSum), the wrapping sum of x * x (ReduceSumSquare, ReduceL2) or of |x| (ReduceL1 of signed data)
-INT_TERMS = {False: "mean", True: "sum_squares", SUM_ABS: "sum_abs"}
+INT_TERMS = {SUM: "mean", SUM_SQUARES: "sum_squares", SUM_ABS: "sum_abs"}
 
 
 def abs_bits(x):
@@ -160,50 +160,50 @@ def _abs_bits_impl(x):
     return None
 
 
-def term_bits(x, wrapping_term):
-    """The wrapping term of x as uint64: x * x (``wrapping_term`` True, SUM_SQUARES) or |x| (SUM_ABS); a
+def term_bits(x, term):
+    """The wrapping term of x as uint64: x * x (``term`` SUM_SQUARES) or |x| (SUM_ABS); a
     constant."""
 
 
 @overload(term_bits, prefer_literal=True, jit_options={"fastmath": False})
-def _term_bits_impl(x, wrapping_term):
-    if _constant(wrapping_term, "wrapping_term") == SUM_ABS:
-        return lambda x, wrapping_term: abs_bits(x)
-    return lambda x, wrapping_term: square_bits(x)
+def _term_bits_impl(x, term):
+    if _constant(term, "term") == SUM_ABS:
+        return lambda x, term: abs_bits(x)
+    return lambda x, term: square_bits(x)
 
 
 @njit(fastmath=False)
-def _term_run(src, offset, n, step, wrapping_term):
+def _term_run(src, offset, n, step, term):
     """Sum of x * x (or |x|: term_bits) modulo 2**64 over one run, as uint64 (a local accumulator:
     vectorises)."""
     total = _U64(0)
     if step == 1 and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # four streams, as _float_run
         quarter = n // 4
-        sums = _int_runs4(src, offset, quarter, quarter, wrapping_term)
+        sums = _int_runs4(src, offset, quarter, quarter, term)
         total = (sums[0] + sums[1]) + (sums[2] + sums[3])
         offset += 4 * quarter
         n -= 4 * quarter
     if step == 1:
         run = _view(src, offset, offset + n)
         for i in range(n):
-            total += term_bits(run[i], wrapping_term)
+            total += term_bits(run[i], term)
     elif step == 2 and n >= EVERY_OTHER_MIN_RUN:  # the whole span, as halves_run
         span = _view(src, offset, offset + every_other_span(src, offset, n))
         for i in range(span.size):
-            total += term_bits(span[i], wrapping_term) & _U64((i & 1) - 1)
+            total += term_bits(span[i], term) & _U64((i & 1) - 1)
     elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
         run = src[offset:offset + (n - 1) * step + 1:step]
         lanes = np.zeros(STRIDED_LANES, _U64)
         whole = n - n % STRIDED_LANES
         for i0 in range(0, whole, STRIDED_LANES):
             for j in range(STRIDED_LANES):
-                lanes[j] += term_bits(run[i0 + j], wrapping_term)
+                lanes[j] += term_bits(run[i0 + j], term)
         total += lanes.sum()
         for i in range(whole, n):
-            total += term_bits(run[i], wrapping_term)
+            total += term_bits(run[i], term)
     else:
         for i in range(n):
-            total += term_bits(src[offset + i * step], wrapping_term)
+            total += term_bits(src[offset + i * step], term)
     return total
 
 
@@ -254,12 +254,12 @@ def _add_halves128(low, high, low_sum, high_sum):
 
 
 @njit(fastmath=False)
-def _int_columns(row, wrapping_term, low_acc, high_acc):
-    """Per column of a tile row (contiguous): low_acc += x * x (wrapping) when ``wrapping_term``, else the
+def _int_columns(row, term, low_acc, high_acc):
+    """Per column of a tile row (contiguous): low_acc += x * x (wrapping) when ``term``, else the
     32-bit halves of x into low_acc and high_acc (carry-free, so the loop vectorises)."""
-    if wrapping_term:
+    if term:
         for i in range(row.size):
-            low_acc[i] += term_bits(row[i], wrapping_term)
+            low_acc[i] += term_bits(row[i], term)
     elif narrow_int(row):  # whole values into high_acc: one widening add (see _fold_halves)
         for i in range(row.size):
             high_acc[i] += np.int64(row[i])
@@ -270,12 +270,12 @@ def _int_columns(row, wrapping_term, low_acc, high_acc):
 
 
 @njit(fastmath=False)
-def _int_columns4(r0, r1, r2, r3, wrapping_term, low_acc, high_acc):
+def _int_columns4(r0, r1, r2, r3, term, low_acc, high_acc):
     """_int_columns over four rows at once: a quarter of the traffic to the accumulators."""
-    if wrapping_term:
+    if term:
         for i in range(r0.size):
-            low_acc[i] += ((term_bits(r0[i], wrapping_term) + term_bits(r1[i], wrapping_term))
-                           + (term_bits(r2[i], wrapping_term) + term_bits(r3[i], wrapping_term)))
+            low_acc[i] += ((term_bits(r0[i], term) + term_bits(r1[i], term))
+                           + (term_bits(r2[i], term) + term_bits(r3[i], term)))
     elif narrow_int(r0):
         for i in range(r0.size):
             high_acc[i] += (np.int64(r0[i]) + np.int64(r1[i])) + (np.int64(r2[i]) + np.int64(r3[i]))
@@ -288,7 +288,7 @@ def _int_columns4(r0, r1, r2, r3, wrapping_term, low_acc, high_acc):
 
 
 @njit(fastmath=False)
-def _int_columns8(src, start, step, width, wrapping_term, low_acc, high_acc):
+def _int_columns8(src, start, step, width, term, low_acc, high_acc):
     """_int_columns over element i of eight rows ``step`` apart, for sums of squares and for sums of
     ``narrow`` data (not the halves of 64-bit data): an eighth of the traffic to the accumulators,
     half that of four rows per pass (_int_columns4)."""
@@ -300,12 +300,12 @@ def _int_columns8(src, start, step, width, wrapping_term, low_acc, high_acc):
     r5 = _view(src, start + 5 * step, start + 5 * step + width)
     r6 = _view(src, start + 6 * step, start + 6 * step + width)
     r7 = _view(src, start + 7 * step, start + 7 * step + width)
-    if wrapping_term:
+    if term:
         for i in range(width):
-            low_acc[i] += (((term_bits(r0[i], wrapping_term) + term_bits(r1[i], wrapping_term))
-                            + (term_bits(r2[i], wrapping_term) + term_bits(r3[i], wrapping_term)))
-                           + ((term_bits(r4[i], wrapping_term) + term_bits(r5[i], wrapping_term))
-                              + (term_bits(r6[i], wrapping_term) + term_bits(r7[i], wrapping_term))))
+            low_acc[i] += (((term_bits(r0[i], term) + term_bits(r1[i], term))
+                            + (term_bits(r2[i], term) + term_bits(r3[i], term)))
+                           + ((term_bits(r4[i], term) + term_bits(r5[i], term))
+                              + (term_bits(r6[i], term) + term_bits(r7[i], term))))
     else:
         for i in range(width):
             high_acc[i] += ((np.int64(r0[i]) + np.int64(r1[i])) + (np.int64(r2[i]) + np.int64(r3[i]))) + (
@@ -340,14 +340,14 @@ def _low_accumulators_impl(src, result, n):
 
 
 @njit(fastmath=False)
-def _fold_halves(low_acc, high_acc, low, high, wrapping_term, narrow):
+def _fold_halves(low_acc, high_acc, low, high, term, narrow):
     """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them. Only
     the accumulators a sum uses exist: low_acc for squares, high_acc for ``narrow`` data (whole sums,
     _int_columns, split into halves here), both otherwise."""
     width = low.size
     for i0 in range(0, max(low_acc.size, high_acc.size), width):  # no i % width, as in _fold
         for w in range(width):
-            if wrapping_term:
+            if term:
                 low[w] += low_acc[i0 + w]
                 low_acc[i0 + w] = 0
             elif narrow:
@@ -361,24 +361,24 @@ def _fold_halves(low_acc, high_acc, low, high, wrapping_term, narrow):
 
 
 @njit(fastmath=False)
-def _int_runs4(src, first, gap, n, wrapping_term):
+def _int_runs4(src, first, gap, n, term):
     """Four contiguous runs of ``n`` elements ``gap`` apart, read together as in _float_runs4: their
-    wrapping sums of squares (``wrapping_term``) or, for data of 32 bits or fewer and n <= HALVES_BLOCK,
+    wrapping sums of squares (``term``) or, for data of 32 bits or fewer and n <= HALVES_BLOCK,
     their exact sums as int64 two's-complement bits."""
     a = _view(src, first, first + n)
     b = _view(src, first + gap, first + gap + n)
     c = _view(src, first + 2 * gap, first + 2 * gap + n)
     d = _view(src, first + 3 * gap, first + 3 * gap + n)
-    if wrapping_term:
+    if term:
         s0 = _U64(0)
         s1 = _U64(0)
         s2 = _U64(0)
         s3 = _U64(0)
         for i in range(n):
-            s0 += term_bits(a[i], wrapping_term)
-            s1 += term_bits(b[i], wrapping_term)
-            s2 += term_bits(c[i], wrapping_term)
-            s3 += term_bits(d[i], wrapping_term)
+            s0 += term_bits(a[i], term)
+            s1 += term_bits(b[i], term)
+            s2 += term_bits(c[i], term)
+            s3 += term_bits(d[i], term)
         return s0, s1, s2, s3
     t0 = np.int64(0)
     t1 = np.int64(0)

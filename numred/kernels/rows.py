@@ -85,135 +85,165 @@ def float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scal
     return ROWS_GENERAL
 
 
-def _float_rows_for(mode, variant):
-    """float_sums for the commonest layout, fixed to one ``mode`` and one ``variant`` (ROWS_*): one
-    output per task, each a single run of ``n_reduced`` elements ``step`` apart (after merging: one
-    kept axis over one reduced axis, no tile, one chunk). The general kernel's per-output set-up (task
-    decoding, run walking) costs about as much as a short row itself; here only the run is left.
-    Each variant is a kernel of its own, one parallel loop each: in one kernel, all ten were
-    compiled on every first call."""
+# The row kernels of floats take these arguments, whatever their variant (float_rows):
+# (src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result). Each
+# variant is a kernel of its own, with one parallel loop, made by its function below for one
+# ``mode`` fixed at compile time (LLVM then keeps only that mode's loops); in one kernel, all ten
+# variants were compiled on every first call.
+
+
+def _columns_for(mode):
+    """ROWS_COLUMNS: columns of a strided view (x[:, ::2] over axis 0). The outputs lie along each
+    row, so whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed by
+    the shape: results do not depend on the threads; parts of rows per task, as tiles, can do worse
+    even than one output at a time), summed as float tiles are (plain sums of up to ``block`` rows,
+    folded compensated), the chunks combined after. One output at a time, each column would run
+    through thousands of pages. Not for float16 sums of squares, which are slower here than one
+    output at a time (the same loop outside this kernel runs as fast as the sums; cause not found)."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+        src = _borrowed(src)
+        block = compensation_block(src)
+        nchunks = 1
+        while 2 * nchunks <= COLUMN_TASKS and 2 * nchunks * COLUMN_CHUNK_MIN_ROWS <= n_reduced:
+            nchunks *= 2  # a power of two: an even share for 2, 4, 8 threads
+        rows_per_chunk = -(-n_reduced // nchunks)
+        totals = np.zeros((nchunks, n_kept))  # at most 1/16 of the bytes the input spans
+        comps = np.zeros((nchunks, n_kept))
+        for c in prange(nchunks):
+            acc = np.zeros(n_kept)
+            first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
+            for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
+                for j in range(j0, min(j0 + block, end)):
+                    _add_strided_row(acc, src, base + j * step, kept_stride, mode, scale)
+                _fold(acc, totals[c], comps[c])
+        # each output's partials next to each other, as _combined_sum takes them (folding into
+        # columns of an output-major array instead is slower)
+        totals = np.ascontiguousarray(totals.T).ravel()
+        comps = np.ascontiguousarray(comps.T).ravel()
+        for k in range(n_kept):
+            store_rounded(result, k, finished(_combined_sum(totals, comps, k, nchunks) / divisor, finish))
+
+    return float_rows
+
+
+def _plain_rows_for(mode, contiguous):
+    """ROWS_ONE_BY_ONE (``contiguous``) and ROWS_STRIDED: rows of float32, float16 or bfloat16 data
+    one per task, their plain float64 sums divided here: not through _float_row and _finish_sum,
+    whose compensation and non-finite test only float64 sums need. The step of contiguous rows is the
+    literal 1 (_float_run's contiguous loop). Not for SUM_EXP, which is bound by exp, not by memory."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+        src = _borrowed(src)
+        for k in prange(n_kept):
+            if contiguous:
+                total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+            else:
+                total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
+            store_rounded(result, k, finished(total / divisor, finish))
+
+    return float_rows
+
+
+def _four_rows_for(mode):
+    """ROWS_FOUR: contiguous rows of float32, float16 or bfloat16 data four at a time (where
+    _rows_together says so): four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
+    overhead; plain sums, as _plain_rows_for."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+        src = _borrowed(src)
+        for group in prange(-(-n_kept // 4)):
+            k0 = 4 * group
+            if k0 + 4 <= n_kept:
+                sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
+                for j in range(4):
+                    store_rounded(result, k0 + j, finished(sums[j] / divisor, finish))
+            else:  # the last 1-3 rows
+                for k in range(k0, n_kept):
+                    total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                    store_rounded(result, k, finished(total / divisor, finish))
+
+    return float_rows
+
+
+@njit(fastmath=False)
+def _float64_rows_per_task(n_kept):
+    """Rows per task of float64 rows that carry a sigma from row to row (_float64_run_for): only one
+    row in up to sixteen needs a separate first pass over its first piece, and at least sixteen
+    tasks remain for the threads."""
+    return min(16, max(1, n_kept // 16))
+
+
+def _one_pass_rows_for(mode, contiguous):
+    """ROWS_ONE_PASS (``contiguous``) and ROWS_ONE_PASS_STRIDED: float64 rows of one split piece,
+    float64_one_pass called directly: high + low rounded once is what _float_row's compensated
+    additions and finish give, without _float_row's per-row overhead. Strided rows from
+    STRIDED_SPLIT_MIN_RUN on: one pass each costs less than a bound and a split pass each. One call
+    of the split function in the loop (the other is pruned at compile time): LLVM inlines a
+    function called once, and a call for each step in one loop leaves both out of line."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+        src = _borrowed(src)
+        rows_per_task = _float64_rows_per_task(n_kept)
+        for task in prange(-(-n_kept // rows_per_task)):
+            sigma = 0.0
+            for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                origin = base + k * kept_stride
+                if contiguous:
+                    high, low, sigma = float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
+                                                         mode, sigma)
+                else:
+                    high, low, sigma = float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
+                store_rounded(result, k, finished((high + low) / divisor, finish))
+
+    return float_rows
+
+
+def _pieces_rows_for(mode):
+    """ROWS_PIECES: contiguous float64 rows of several split pieces: _add_run called here, from one
+    place in its own loop, with a literal step, and finished by _finish_sum, as _float_row does (the
+    same bits). Through _float_row, whose calls LLVM leaves out of line, rows of several pieces cost
+    more per element than rows of one piece; this way they cost no more."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+        src = _borrowed(src)
+        rows_per_task = _float64_rows_per_task(n_kept)
+        for task in prange(-(-n_kept // rows_per_task)):
+            sigma = 0.0
+            for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+                total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, mode, 1.0)
+                store_rounded(result, k, finished(_finish_sum(total, comp, mode, divisor, 1.0), finish))
+
+    return float_rows
+
+
+def _two_pass_rows_for(mode, contiguous):
+    """ROWS_TWO_PASS (``contiguous``) and ROWS_TWO_PASS_STRIDED: short float64 rows (and rescaled
+    ones), two passes each (float64_run_two_pass) called directly, not through _float_row and
+    _float64_run_for, whose per-row overhead weighs heavily on short rows. One rounding of high + low
+    is the whole finish: what a compensated addition of low to high and _finish_sum's total +
+    compensation would give (inf and NaN included)."""
+
+    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+        src = _borrowed(src)
+        for k in prange(n_kept):
+            origin = base + k * kept_stride
+            if contiguous:
+                high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
+            else:
+                high, low = float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
+            store_rounded(result, k, finished((high + low) / divisor, finish))
+
+    return float_rows
+
+
+def _general_rows_for(mode):
+    """ROWS_GENERAL: any other rows (float64 rescaled sums, sums of exp(x - max)) through _float_row,
+    which carries the sigma of the row before in its task (_float64_rows_per_task)."""
 
     def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src, maxima = _borrowed(src), _borrowed(maxima)
-        block = compensation_block(src)
-        if variant == ROWS_COLUMNS:
-            # Columns of a strided view (x[:, ::2] over axis 0): the outputs lie along each row, so
-            # whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed
-            # by the shape: results do not depend on the threads; parts of rows per task, as
-            # tiles, can do worse even than one output at a time), summed as float tiles are
-            # (plain sums of up to ``block`` rows, folded compensated), the chunks combined after.
-            # One output at a time, each column would run through thousands of pages. Not for
-            # float16 sums of squares, which are slower here than one output at a time (the same
-            # loop outside this kernel runs as fast as the sums; cause not found).
-            nchunks = 1
-            while 2 * nchunks <= COLUMN_TASKS and 2 * nchunks * COLUMN_CHUNK_MIN_ROWS <= n_reduced:
-                nchunks *= 2  # a power of two: an even share for 2, 4, 8 threads
-            rows_per_chunk = -(-n_reduced // nchunks)
-            totals = np.zeros((nchunks, n_kept))  # at most 1/16 of the bytes the input spans
-            comps = np.zeros((nchunks, n_kept))
-            for c in prange(nchunks):
-                acc = np.zeros(n_kept)
-                first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
-                for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
-                    for j in range(j0, min(j0 + block, end)):
-                        _add_strided_row(acc, src, base + j * step, kept_stride, mode, scale)
-                    _fold(acc, totals[c], comps[c])
-            # each output's partials next to each other, as _combined_sum takes them (folding
-            # into columns of an output-major array instead is slower)
-            totals = np.ascontiguousarray(totals.T).ravel()
-            comps = np.ascontiguousarray(comps.T).ravel()
-            for k in range(n_kept):
-                store_rounded(result, k, finished(_combined_sum(totals, comps, k, nchunks) / divisor, finish))
-            return
-        if variant == ROWS_STRIDED or variant == ROWS_ONE_BY_ONE or variant == ROWS_FOUR:  # not float64 data
-            # Rows, their plain sums divided here: not through _float_row and _finish_sum,
-            # whose compensation and non-finite test only float64 sums need (and whose per-row
-            # calls are a cost of their own). Rows are read four together or, where _rows_together
-            # says so, one at a time. Not for SUM_EXP, which is bound by exp, not by memory.
-            # (float32 is the only 4-byte float)
-            if variant == ROWS_STRIDED:  # strided rows, one per task as well: _float_run directly,
-                # cheaper than the general loop below with _float_row
-                for k in prange(n_kept):
-                    total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
-                    store_rounded(result, k, finished(total / divisor, finish))
-                return
-            if variant == ROWS_ONE_BY_ONE:  # (_rows_together)
-                for k in prange(n_kept):
-                    total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
-                    store_rounded(result, k, finished(total / divisor, finish))
-                return
-            # four at a time: four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
-            # overhead
-            for group in prange(-(-n_kept // 4)):
-                k0 = 4 * group
-                if k0 + 4 <= n_kept:
-                    sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
-                    for j in range(4):
-                        store_rounded(result, k0 + j, finished(sums[j] / divisor, finish))
-                else:  # the last 1-3 rows
-                    for k in range(k0, n_kept):
-                        total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
-                        store_rounded(result, k, finished(total / divisor, finish))
-            return
-        # Float64 rows start from the sigma of the row before in their task (_float64_run_for), so that only
-        # one row in up to sixteen needs a separate first pass over its first piece (the more rows per
-        # task, the fewer such passes). At least sixteen tasks remain for the threads.
-        rows_per_task = min(16, max(1, n_kept // 16))
-        if variant == ROWS_ONE_PASS or variant == ROWS_ONE_PASS_STRIDED:
-            # Rows of one split piece, called directly: high + low rounded once is what _float_row's
-            # compensated additions and finish give (as for short rows below), without _float_row's
-            # per-row overhead. Strided rows from STRIDED_SPLIT_MIN_RUN on: one pass each costs less
-            # than a bound and a split pass each (the branch below).
-            # One call of each split function per loop (here and below): LLVM inlines a function
-            # called once, and a call for each step in one loop leaves both not inlined, which is
-            # markedly slower.
-            if variant == ROWS_ONE_PASS:
-                for task in prange(-(-n_kept // rows_per_task)):
-                    sigma = 0.0
-                    for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
-                        origin = base + k * kept_stride
-                        high, low, sigma = float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
-                                                             mode, sigma)
-                        store_rounded(result, k, finished((high + low) / divisor, finish))
-                return
-            for task in prange(-(-n_kept // rows_per_task)):
-                sigma = 0.0
-                for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
-                    origin = base + k * kept_stride
-                    high, low, sigma = float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
-                    store_rounded(result, k, finished((high + low) / divisor, finish))
-            return
-        if variant == ROWS_PIECES:
-            # Contiguous rows of several split pieces: _add_run called here, from one place in its
-            # own loop, with a literal step, and finished by _finish_sum, as _float_row does (the
-            # same bits). Through _float_row, whose calls LLVM leaves out of line, rows of several
-            # pieces cost more per element than rows of one piece (above); this way they cost no
-            # more. A copy of _add_run's piece loop here would gain little: not worth the copy.
-            for task in prange(-(-n_kept // rows_per_task)):
-                sigma = 0.0
-                for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
-                    total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, mode,
-                                                  1.0)
-                    store_rounded(result, k, finished(_finish_sum(total, comp, mode, divisor, 1.0), finish))
-            return
-        if variant == ROWS_TWO_PASS or variant == ROWS_TWO_PASS_STRIDED:
-            # short float64 rows (and rescaled ones): two passes each (_float64_run_two_pass),
-            # called directly, not through _float_row and _float64_run_for, whose per-row overhead
-            # weighs heavily on short rows.
-            # One rounding of high + low is the whole finish: what a compensated addition of low to
-            # high and _finish_sum's total + compensation would give (inf and NaN included), for
-            # less work than those two calls.
-            if variant == ROWS_TWO_PASS:
-                for k in prange(n_kept):
-                    origin = base + k * kept_stride
-                    high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
-                    store_rounded(result, k, finished((high + low) / divisor, finish))
-                return
-            for k in prange(n_kept):
-                origin = base + k * kept_stride
-                high, low = float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
-                store_rounded(result, k, finished((high + low) / divisor, finish))
-            return
+        rows_per_task = _float64_rows_per_task(n_kept)
         for task in prange(-(-n_kept // rows_per_task)):
             sigma = 0.0
             for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
@@ -224,19 +254,34 @@ def _float_rows_for(mode, variant):
     return float_rows
 
 
-def int_rows_four(wrapping_term, carrier, n_kept, n_reduced, step):
+# variant -> the function that makes its kernel for a mode
+_FLOAT_ROWS_FOR = {
+    ROWS_COLUMNS: _columns_for,
+    ROWS_STRIDED: functools.partial(_plain_rows_for, contiguous=False),
+    ROWS_ONE_BY_ONE: functools.partial(_plain_rows_for, contiguous=True),
+    ROWS_FOUR: _four_rows_for,
+    ROWS_ONE_PASS: functools.partial(_one_pass_rows_for, contiguous=True),
+    ROWS_ONE_PASS_STRIDED: functools.partial(_one_pass_rows_for, contiguous=False),
+    ROWS_PIECES: _pieces_rows_for,
+    ROWS_TWO_PASS: functools.partial(_two_pass_rows_for, contiguous=True),
+    ROWS_TWO_PASS_STRIDED: functools.partial(_two_pass_rows_for, contiguous=False),
+    ROWS_GENERAL: _general_rows_for,
+}
+
+
+def int_rows_four(term, carrier, n_kept, n_reduced, step):
     """Whether int_rows reads these rows of ``carrier`` data four at a time (contiguous rows, as
     float_rows does; 64-bit means: never), rather than one by one."""
     carrier = np.dtype(carrier)
     min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
     min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
-    return (step == 1 and (wrapping_term or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
+    return (step == 1 and (term or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
             and _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 4)
 
 
-def _int_rows_for(wrapping_term, four):
-    """int_sums for single-run plans (see _float_rows_for), fixed to the exact mean (finished here)
-    or the wrapping sum of squares or of |x| (``wrapping_term`` True or SUM_ABS: integers.term_bits), and to
+def _int_rows_for(term, four):
+    """int_sums for single-run plans (see the float row kernels), fixed to the exact mean (finished here)
+    or the wrapping sum of squares or of |x| (``term`` SUM_SQUARES or SUM_ABS: integers.term_bits), and to
     reading rows four at a time or one by one (int_rows_four):
     one parallel loop per kernel. No per-output arrays or chunk partials. The kernel computes uint64
     two's-complement bits; storing them into the input dtype keeps the low bits. The exact sums are
@@ -249,23 +294,23 @@ def _int_rows_for(wrapping_term, four):
             for group in prange(-(-n_kept // 4)):
                 k0 = 4 * group
                 if k0 + 4 <= n_kept:
-                    sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, wrapping_term)
+                    sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, term)
                     for j in range(4):
-                        if wrapping_term:
+                        if term:
                             result[k0 + j] = sums[j]
                         else:  # the int64 sum, sign-extended to 128 bits
                             result[k0 + j] = _int_mean(sums[j], _U64(np.int64(sums[j]) >> 63), count)
                 else:  # the last 1-3 rows
                     for k in range(k0, n_kept):
-                        if wrapping_term:
-                            result[k] = _term_run(src, base + k * kept_stride, n_reduced, 1, wrapping_term)
+                        if term:
+                            result[k] = _term_run(src, base + k * kept_stride, n_reduced, 1, term)
                         else:
                             result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, 1, count)
             return
         # rows one after another (ONE_STREAM_ROWS), strided rows, and 64-bit means
         for k in prange(n_kept):
-            if wrapping_term:
-                result[k] = _term_run(src, base + k * kept_stride, n_reduced, step, wrapping_term)
+            if term:
+                result[k] = _term_run(src, base + k * kept_stride, n_reduced, step, term)
             else:
                 result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, step, count)
 
@@ -360,14 +405,14 @@ def int_rows_extrema(src, base, kept_stride, n_kept, n_reduced, step, flip, resu
 def float_rows(mode, variant):
     """(serial, parallel) float_rows kernels of one mode and variant (ROWS_*), made on first use."""
     name = f"float_rows_{MODE_NAMES[mode]}_{variant}"
-    fn = _float_rows_for(mode, variant)
+    fn = _FLOAT_ROWS_FOR[variant](mode)
     return entry(fn, name=name), entry(fn, name=name, parallel=True)
 
 
 @functools.cache
-def int_rows(wrapping_term, four):
-    """(serial, parallel) int_rows kernels: means or wrapping sums of squares or |x| (``wrapping_term``,
+def int_rows(term, four):
+    """(serial, parallel) int_rows kernels: means or wrapping sums of squares or |x| (``term``,
     as table.INT_TERMS), four rows at a time or one."""
-    name = f"int_rows_{INT_TERMS[wrapping_term]}{'_four' if four else ''}"
-    fn = _int_rows_for(wrapping_term, four)
+    name = f"int_rows_{INT_TERMS[term]}{'_four' if four else ''}"
+    fn = _int_rows_for(term, four)
     return entry(fn, name=name), entry(fn, name=name, parallel=True)

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 
 from .._runtime import entry
-from .base import (BLOCK, FASTMATH, MODE_NAMES, SQRT, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _borrowed, _n_tasks,
+from .base import (BLOCK, FASTMATH, MODE_NAMES, SQRT, SUM, SUM_ABS, _borrowed, _n_tasks,
                    _next_run, _offset_of, _task, _unpack, _view, inlined)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
@@ -67,7 +67,6 @@ def _output_max(src, origin, nr, rshape, rstrides, step, float_bits, flip):
     return best, top_magnitude
 
 
-SQUARES, EXP = SUM_SQUARES, SUM_EXP
 _U64 = np.uint64
 _LOW_HALF = np.uint64(0xFFFFFFFF)
 
@@ -146,7 +145,7 @@ def _two_sum(a, b):
 
 @njit(fastmath=False)
 def _term(x, term, scale):
-    """What one float64 element adds to a sum: x * scale (SUM), |x| (SUM_ABS) or x * x (SQUARES)."""
+    """What one float64 element adds to a sum: x * scale (SUM), |x| (SUM_ABS) or x * x (SUM_SQUARES)."""
     if term == SUM:
         return x * scale
     if term == SUM_ABS:
@@ -217,10 +216,10 @@ def _halves_run(src, offset, n, step):
 
 
 @njit(fastmath=False)
-def _term_bits_run(src, offset, n, step, wrapping_term):
+def _term_bits_run(src, offset, n, step, term):
     total = _U64(0)
     for i in range(n):
-        total += term_bits(src[offset + i * step], wrapping_term)
+        total += term_bits(src[offset + i * step], term)
     return total
 
 
@@ -248,7 +247,7 @@ def _finished(value, finish):
 
 
 def _float_sums_for(term, float64):
-    """Mean or sum (term SUM, divisor n or 1), sum of squares (SQUARES) or of |x| (SUM_ABS) of float
+    """Mean or sum (term SUM, divisor n or 1), sum of squares (SUM_SQUARES) or of |x| (SUM_ABS) of float
     data, finished by the runtime ``finish`` (store.finished: 0, SQRT or LOG); ``float64``: the data
     is float64, whose sums along runs are nearly exact."""
 
@@ -321,8 +320,8 @@ def _float_sums_for(term, float64):
     return serial_float_sums
 
 
-def _int_sums_for(wrapping_term):
-    """Exact mean truncated toward zero, or (``wrapping_term`` True or SUM_ABS) the sum of squares or of
+def _int_sums_for(term):
+    """Exact mean truncated toward zero, or (``term`` SUM_SQUARES or SUM_ABS) the sum of squares or of
     |x| modulo 2**bits."""
 
     def serial_int_sums(src, base, dims, kept_ndim, tile, count, result):
@@ -342,13 +341,13 @@ def _int_sums_for(wrapping_term):
                 high = _U64(0)
                 while pos < nr:
                     offset, n = _next_run(pos, nr, rshape, rstrides)
-                    if wrapping_term:
-                        low += _term_bits_run(src, origin + offset, n, step, wrapping_term)
+                    if term:
+                        low += _term_bits_run(src, origin + offset, n, step, term)
                     else:
                         low_sum, high_sum = _halves_run(src, origin + offset, n, step)
                         low, high = _add_halves128(low, high, low_sum, high_sum)
                     pos += n
-                result[k0] = low if wrapping_term else _int_mean(low, high, _U64(count))
+                result[k0] = low if term else _int_mean(low, high, _U64(count))
             else:
                 while pos < nr:
                     offset, n = _next_run(pos, nr, rshape, rstrides)
@@ -356,14 +355,14 @@ def _int_sums_for(wrapping_term):
                         row = origin + offset + i * step
                         for w in range(width):
                             x = src[row + w]
-                            if wrapping_term:
-                                low_acc[w] += term_bits(x, wrapping_term)
+                            if term:
+                                low_acc[w] += term_bits(x, term)
                             else:
                                 low_acc[w] += as_bits(x) & _LOW_HALF
                                 high_acc[w] += high_half(x)
                     pos += n
                 for w in range(width):
-                    if wrapping_term:
+                    if term:
                         result[k0 + w] = low_acc[w]
                     else:
                         low, high = _add_halves128(_U64(0), _U64(0), low_acc[w], high_acc[w])
@@ -469,14 +468,14 @@ def int_l2():
 
 @functools.cache
 def float_sums(term: int, float64: bool):
-    """The kernel of a float mean or sum (SUM), sum of squares (SQUARES) or sum of |x| (SUM_ABS), and
-    with a finish step (_finished) of ReduceL2 (SQUARES, SQRT) and ReduceLogSum (SUM, LOG)."""
+    """The kernel of a float mean or sum (SUM), sum of squares (SUM_SQUARES) or sum of |x| (SUM_ABS), and
+    with a finish step (_finished) of ReduceL2 (SUM_SQUARES, SQRT) and ReduceLogSum (SUM, LOG)."""
     return entry(_float_sums_for(term, float64), name=f"serial_float_{MODE_NAMES[term]}{'_float64' if float64 else ''}")
 
 
 @functools.cache
-def int_sums(wrapping_term):
-    return entry(_int_sums_for(wrapping_term), name=f"serial_int_{INT_TERMS[wrapping_term]}")
+def int_sums(term):
+    return entry(_int_sums_for(term), name=f"serial_int_{INT_TERMS[term]}")
 
 
 @functools.cache

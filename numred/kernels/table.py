@@ -18,17 +18,17 @@ from .tiles import _float_tiles_for, _int_tiles_for
 # Two compiled variants of each kernel: a parallel launch costs microseconds (docs/architecture.md,
 # "Execution model"), so small inputs take the serial one. The compensated steps must not be
 # reassociated, so only the inner _float_run carries FASTMATH.
-# KERNELS names of the float kernels per mode: general layouts, single runs (_float_rows_for), single
+# KERNELS names of the float kernels per mode: general layouts, single runs (rows._FLOAT_ROWS_FOR), single
 # tiles (_float_tiles_for) and single blocks (_float_blocks_for; log-sum-exps: float_blocks_log_sum_exp)
 FLOAT_SUMS = {mode: f"float_{name}" for mode, name in MODE_NAMES.items()}
 # by (mode, narrow): narrow tiles (tiles.narrow_tile) or one tile per task
 FLOAT_TILES = {(mode, narrow): FLOAT_SUMS[mode].replace("_sum", "_narrow_tiles_sum" if narrow else "_tiles_sum", 1)
                for mode in (SUM, SUM_SQUARES, SUM_ABS) for narrow in (False, True)}
 FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES, SUM_ABS)}
-# the integer kernels by term (``wrapping_term``: integers.INT_TERMS)
-INT_SUMS = {wrapping_term: f"int_sums_{name}" for wrapping_term, name in INT_TERMS.items()}  # the general walker
-INT_BLOCKS = {wrapping_term: f"int_blocks_{name}" for wrapping_term, name in INT_TERMS.items()}
-INT_TILES = {wrapping_term: f"int_tiles_{name}" for wrapping_term, name in INT_TERMS.items()}
+# the integer kernels by term (``term``: integers.INT_TERMS)
+INT_SUMS = {term: f"int_sums_{name}" for term, name in INT_TERMS.items()}  # the general walker
+INT_BLOCKS = {term: f"int_blocks_{name}" for term, name in INT_TERMS.items()}
+INT_TILES = {term: f"int_tiles_{name}" for term, name in INT_TERMS.items()}
 # by (float bits or integer data, tiles of outputs or single outputs)
 MAX_KEYS = {(float_bits, tiles): f"max_{'float_keys' if float_bits else 'ints'}{'_tiles' if tiles else ''}"
             for float_bits in (True, False) for tiles in (False, True)}
@@ -41,9 +41,9 @@ KERNELS = {
     for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
     + [(name, _float_tiles_for(*mode_narrow)) for mode_narrow, name in FLOAT_TILES.items()]
     + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
-    + [(INT_SUMS[wrapping_term], _int_sums_for(wrapping_term)) for wrapping_term in INT_SUMS]
-    + [(INT_BLOCKS[wrapping_term], _int_blocks_for(wrapping_term)) for wrapping_term in INT_BLOCKS]
-    + [(INT_TILES[wrapping_term], _int_tiles_for(wrapping_term)) for wrapping_term in INT_TILES]
+    + [(INT_SUMS[term], _int_sums_for(term)) for term in INT_SUMS]
+    + [(INT_BLOCKS[term], _int_blocks_for(term)) for term in INT_BLOCKS]
+    + [(INT_TILES[term], _int_tiles_for(term)) for term in INT_TILES]
     + [(name, _max_keys_for(*float_bits_tiles)) for float_bits_tiles, name in MAX_KEYS.items()]
     + [(name, _products_for(kind != "int", kind == "float64", tiles)) for (kind, tiles), name in PRODUCTS.items()]
     + [(fn.__name__, fn) for fn in (int_sum_exp, float_rows_log_sum_exp, int_rows_log_sum_exp,

@@ -145,8 +145,8 @@ def _float_tiles_for(mode, narrow):
     return float_tiles
 
 
-def _int_tiles_for(wrapping_term):
-    """int_sums for narrow tiles (narrow_tile), fixed to the wrapping sum of squares (``wrapping_term``) or
+def _int_tiles_for(term):
+    """int_sums for narrow tiles (narrow_tile), fixed to the wrapping sum of squares (``term``) or
     the exact mean of 64-bit data (32-bit means take float_tiles: _compute._int_mean_by_float_tiles),
     reading each outer block of n_reduced x n_inner contiguous elements as float_tiles does: as rows
     of NARROW_ROW (eight at a time for squares, four for the halves of means) into NARROW_ROW column
@@ -165,13 +165,13 @@ def _int_tiles_for(wrapping_term):
         for task in prange(-(-n_outer // per_task)):
             # the low halves (or wrapping squares) and high halves of each column, as in int_sums
             low_acc = low_accumulators(src, result, NARROW_ROW)
-            high_acc = np.zeros(0 if wrapping_term else NARROW_ROW, dtype=np.int64)
+            high_acc = np.zeros(0 if term else NARROW_ROW, dtype=np.int64)
             for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
                 offset = base + outer * outer_stride
                 p = 0
-                if wrapping_term:
+                if term:
                     while p + 8 * NARROW_ROW <= n:
-                        _int_columns8(src, offset + p, NARROW_ROW, NARROW_ROW, wrapping_term, low_acc, high_acc)
+                        _int_columns8(src, offset + p, NARROW_ROW, NARROW_ROW, term, low_acc, high_acc)
                         p += 8 * NARROW_ROW
                 while p + 4 * NARROW_ROW <= n:
                     first = offset + p
@@ -179,17 +179,17 @@ def _int_tiles_for(wrapping_term):
                                   _view(src, first + NARROW_ROW, first + 2 * NARROW_ROW),
                                   _view(src, first + 2 * NARROW_ROW, first + 3 * NARROW_ROW),
                                   _view(src, first + 3 * NARROW_ROW, first + 4 * NARROW_ROW),
-                                  wrapping_term, low_acc, high_acc)
+                                  term, low_acc, high_acc)
                     p += 4 * NARROW_ROW
                 while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
-                    _int_columns(_view(src, offset + p, offset + min(p + NARROW_ROW, n)), wrapping_term, low_acc,
+                    _int_columns(_view(src, offset + p, offset + min(p + NARROW_ROW, n)), term, low_acc,
                                  high_acc)
                     p += NARROW_ROW
                 for w in range(n_inner):  # output w's columns are w, w + n_inner, ...
                     low = _U64(0)
                     high = _U64(0)
                     for j in range(w, NARROW_ROW, n_inner):
-                        if wrapping_term:
+                        if term:
                             low += low_acc[j]
                         elif narrow_int(src):  # whole values in high_acc (_int_columns), split here
                             whole = high_acc[j]
@@ -199,6 +199,6 @@ def _int_tiles_for(wrapping_term):
                             low, high = _add_halves128(low, high, low_acc[j], high_acc[j])
                             high_acc[j] = 0
                         low_acc[j] = 0
-                    result[outer * n_inner + w] = low if wrapping_term else _int_mean(low, high, count)
+                    result[outer * n_inner + w] = low if term else _int_mean(low, high, count)
 
     return int_tiles
