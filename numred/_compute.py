@@ -32,7 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .kernels import finish, integers, rows, serial, table, tiles
+from .kernels import finish as finishing
+from .kernels import integers, rows, serial, table, tiles
 from ._plan import Plan
 from ._reduction import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT,
                          SUM, Reduction, Term, Undecided, as_dtype)
@@ -62,7 +63,7 @@ class KernelCall(NamedTuple):
     undecided: bool = False  # returns False where an integer log-sum-exp needs exact arithmetic
     finite: bool = False  # False returned, or float64 sums not finite: the driver's general path
     # with finite, results must also be above this (float64 ReduceL2 from the row kernels:
-    # serial.L2_SMALLEST_RESULT); finish.all_finite_above
+    # serial.L2_SMALLEST_RESULT); finishing.all_finite_above
     lowest: float = -math.inf
 
     def __call__(self, src, result):
@@ -182,10 +183,10 @@ def _finished_call(reduction, plan, dtype):
             return int_l2_call(plan, dtype)
         return None
     if reduction.finish == ROUND or dtype.char != "d":
-        return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish_step=reduction.finish)
+        return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish=reduction.finish)
     if plan.single_run:
         lowest = serial.L2_SMALLEST_RESULT if reduction.finish == SQRT else -math.inf
-        return _float_call(plan, reduction.term, dtype, finite=True, finish_step=reduction.finish)._replace(
+        return _float_call(plan, reduction.term, dtype, finite=True, finish=reduction.finish)._replace(
             lowest=lowest)
     if plan.parallel:
         return None
@@ -217,33 +218,33 @@ def _retried_if_not_finite(reduction, dtype):
     return reduction.term == SUM and dtype.char == "d"
 
 
-def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finite=False, finish_step=0):
+def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finite=False, finish=0):
     """The KernelCall of a float sum that writes finished results itself: result[k] = sum_k / divisor
-    (of x * scale, of x * x or of |x|; then its square root or log by ``finish_step``: SQRT or LOG;
+    (of x * scale, of x * x or of |x|; then its square root or log by ``finish``: SQRT or LOG;
     0 or ROUND, none) or
     maxima[k] + log(sum_k) (EXP: of exp(x - maxima[k]), parallel plans only); None where there is
     more than one chunk per output. ``carrier``: src's dtype; float64 sums
     are compensated (of the single-tile kernels, only narrow tiles' are, _narrow_tile). ``finite``:
     KernelCall.finite."""
-    term, finish_step = int(term), int(finish_step)  # (the kernels take plain ints)
+    term, finish = int(term), int(finish)  # (the kernels take plain ints)
     if not plan.parallel and not plan.single_run:  # (single runs: the row kernels' serial variants)
         kernels = serial.float_sums(term, carrier == np.float64), None
-        args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish_step
+        args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish
     elif plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         kernels = rows.float_rows(term, rows.float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step,
                                                                 scale))
-        args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish_step
+        args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish
     elif plan.single_tile and term != EXP and (carrier != np.float64 or _narrow_tile(plan, carrier.itemsize)):
         kernels = table.KERNELS[table.FLOAT_TILES[term, _narrow_tile(plan, carrier.itemsize)]]
-        args = plan.base, *plan.single_tile, plan.tile, scale, divisor, finish_step
+        args = plan.base, *plan.single_tile, plan.tile, scale, divisor, finish
     elif plan.single_block and term != EXP:  # (log-sum-exps: _log_sum_exp_call)
         kernels = table.KERNELS[table.FLOAT_BLOCKS[term]]
-        args = plan.base, *plan.single_block, scale, divisor, finish_step
+        args = plan.base, *plan.single_block, scale, divisor, finish
     elif plan.nchunks == 1:
         kernels = table.KERNELS[table.FLOAT_SUMS[term]]
         args = (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima, _NO_PARTIALS,
-                _NO_PARTIALS, divisor, finish_step)
+                _NO_PARTIALS, divisor, finish)
     else:
         return None
     return KernelCall(kernels, plan.parallel, args, carrier, finite=finite)
@@ -369,7 +370,7 @@ def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.
     else:
         _int_sums(plan, src, reduction.term, count, result)
     if _retried_if_not_finite(reduction, dtype) and not (
-            finish.all_finite_above(result, -math.inf) if returned is None else returned):
+            finishing.all_finite_above(result, -math.inf) if returned is None else returned):
         # inf/NaN inputs or an overflowing sum of finite values. The rescaled sums cannot overflow,
         # so where a result is not finite theirs is the right one: finite for finite values whose
         # sum (mean) is within range, and for an infinity among values whose sum overflowed the
@@ -381,22 +382,22 @@ def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.
     return as_dtype(result, dtype)
 
 
-def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finish_step=0):
+def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finish=0):
     """result = the float sums of _float_call on any plan, rounded once to result's dtype: with one
     chunk per output the kernel writes the results itself; otherwise its chunk partials are
     combined here."""
-    call = _float_call(plan, term, src.dtype, scale, maxima, divisor, finish_step=finish_step)
+    call = _float_call(plan, term, src.dtype, scale, maxima, divisor, finish=finish)
     if call is not None:
         return call(src, result)
-    term, finish_step = int(term), int(finish_step)
+    term, finish = int(term), int(finish)
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
     _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,
-            finish_step, result)
+            finish, result)
     if term == EXP:
-        finish.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
+        finishing.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
     else:
-        finish.finish_float_sums(total, comp, plan.nchunks, divisor, finish_step, result)
+        finishing.finish_float_sums(total, comp, plan.nchunks, divisor, finish, result)
     return None
 
 
@@ -413,9 +414,9 @@ def _int_sums(plan, src, term, count, result):
     term = _int_kernel_term(term)
     _launch(table.INT_SUMS[term], plan, SUM, *_geometry(plan, src), plan.tile, count, low, high, result)
     if term != SUM:  # (the wrapping sums)
-        finish.finish_int_squares(low, plan.nchunks, result)
+        finishing.finish_int_squares(low, plan.nchunks, result)
     else:
-        finish.finish_int_mean(low, high, plan.nchunks, count, result)
+        finishing.finish_int_mean(low, high, plan.nchunks, count, result)
 
 
 def _maxima(plan, src, dtype, minimum=False):
@@ -433,12 +434,12 @@ def _maxima(plan, src, dtype, minimum=False):
             partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
-        finish.finish_max(partial, plan.nchunks, keys)
+        finishing.finish_max(partial, plan.nchunks, keys)
         if minimum:  # all ones of the data's width: the widened unsigned keys were zero-extended
             keys ^= wide.type(np.iinfo(dtype).max if dtype.kind == "u" else -1)
         return keys
     values = np.empty(plan.n_kept)
-    finish.finish_float_max(partial, nans, plan.nchunks, flip, src[:0], values)
+    finishing.finish_float_max(partial, nans, plan.nchunks, flip, src[:0], values)
     return values
 
 
@@ -453,7 +454,7 @@ def _int_log_sum_exp(plan, src, dtype, result):
     _launch("int_sum_exp", plan, EXP, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
             wide_result, fits_each)
     if plan.nchunks > 1:
-        finish.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, wide_result, fits_each)
+        finishing.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, wide_result, fits_each)
     if not fits_each.all():
         raise Undecided
     result[:] = wide_result

@@ -17,7 +17,8 @@ from ._plan import Plan
 from ._reduction import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM, WRAPPING,
                          Reduction, Undecided, as_dtype)
 from ._runtime import get_num_threads, run
-from .kernels import finish, table
+from .kernels import finish as finishing
+from .kernels import table
 from .kernels.serial import L2_SMALLEST_SUM
 
 
@@ -57,7 +58,7 @@ def finished(reduction, plan, src, dtype):
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
         returned = call(src, result)
         if returned is None and call.finite:  # (the row kernels: their results checked here)
-            returned = finish.all_finite_above(result, call.lowest)
+            returned = finishing.all_finite_above(result, call.lowest)
         if returned or not call.finite:
             return as_dtype(result, dtype)
     if dtype not in FLOAT_BITS:
@@ -71,7 +72,7 @@ def finished(reduction, plan, src, dtype):
         # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
         # sum of narrower floats (no overflow, no bits lost in subnormal squares)
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
-        _float_sums(plan, src, reduction.term, result, finish_step=reduction.finish)
+        _float_sums(plan, src, reduction.term, result, finish=reduction.finish)
         return as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
     # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
@@ -80,7 +81,7 @@ def finished(reduction, plan, src, dtype):
             _check_l2_range(plan, src, dtype, sums)
             return np.sqrt(sums)
         logs = np.log(sums)
-        if not finish.all_finite_above(sums, -math.inf):
+        if not finishing.all_finite_above(sums, -math.inf):
             # as a float64 sum (compute): partial sums of finite values may overflow where the whole
             # sum does not; the sum of x * 2**-64 cannot, and its log differs by 64 * ln 2
             rescaled = _float64_sums(plan, src, SUM, scale=_SUM_RESCALE)
@@ -113,7 +114,7 @@ def _float64_sums(plan, src, term, scale=1.0):
     comp = np.empty(_tasks(plan))
     _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp,
             1.0, 0, np.empty(0, dtype=src.dtype))
-    finish.finish_float_sums(total, comp, plan.nchunks, 1.0, 0, sums)
+    finishing.finish_float_sums(total, comp, plan.nchunks, 1.0, 0, sums)
     return sums
 
 
@@ -274,6 +275,6 @@ def _int_l2(plan, src, dtype):
         raise Undecided
     squares = int_square_sums(plan, src, dtype)
     roots = np.empty(squares.size, dtype=dtype)
-    if not finish.finish_int_roots(squares, _root_max(dtype), roots):
+    if not finishing.finish_int_roots(squares, _root_max(dtype), roots):
         raise _exact.l2_does_not_fit(dtype)
     return roots

@@ -17,7 +17,7 @@ Layout families, one module each:
 - ``products``: ReduceProd's walker over any geometry (mantissa and exponent partials);
 - ``table`` names the parallel ones the drivers launch.
 
-Their pieces: ``base`` (views, the walk over a geometry, modes), ``decode`` (elements to float64),
+Their pieces: ``base`` (views, the walk over a geometry, terms), ``decode`` (elements to float64),
 ``exp``, ``split_sums`` (nearly exact float64 sums), ``runs`` (one run's term sum), ``columns``
 (rows of a tile into per-column accumulators), ``reading`` (memory streams, tuned per CPU),
 ``integers`` (exact and wrapping integer sums), ``maxima`` (float keys), ``store`` (the one rounding
@@ -48,8 +48,8 @@ def catalogue() -> dict:
 
     kernels = {}
     pairs = dict(table.KERNELS)
-    pairs.update({f"float_rows {mode} {variant}": rows.float_rows(mode, variant)
-                  for mode in (base.SUM, base.SUM_SQUARES, base.SUM_ABS) for variant in range(rows.ROWS_GENERAL + 1)})
+    pairs.update({f"float_rows {term} {variant}": rows.float_rows(term, variant)
+                  for term in (base.SUM, base.SUM_SQUARES, base.SUM_ABS) for variant in range(rows.ROWS_GENERAL + 1)})
     pairs.update({f"int_rows {term} {four}": rows.int_rows(term, four) for term in INT_TERMS for four in (False, True)})
     for name, (serial_variant, parallel_variant) in pairs.items():
         kernels[name] = serial_variant

@@ -1,6 +1,6 @@
 """Shared ground of the kernels: fastmath flags, the compensation block, views of the input's
 memory without reference counting, bit casts, the walk over a "kept x reduced" geometry (tasks,
-runs, offsets), and the operator terms (modes) passed as compile-time constants.
+runs, offsets), and the operator terms (terms) passed as compile-time constants.
 
 Kernels validate nothing: the front end (``numred._frontend``) and the plan (``numred._plan``) hand
 them a consistent description of the input, and they compute. The input arrives as ``src``: a 1-D
@@ -143,11 +143,14 @@ def _next_run(pos, end, rshape, rstrides):
 
 
 @njit(fastmath=False)
-def _unpack(dims, kept_ndim):
-    """(kept shape, kept strides, reduced shape, reduced strides) from the plan's one dims array."""
+def _walker(dims, kept_ndim):
+    """What every kernel that walks a general geometry starts from, out of the plan's one dims array:
+    (kept shape, kept strides, reduced shape, reduced strides, elements reduced per output, the
+    innermost reduced stride)."""
     reduced_ndim = (dims.size - 2 * kept_ndim) // 2
     r0 = 2 * kept_ndim
-    return dims[:kept_ndim], dims[kept_ndim:r0], dims[r0:r0 + reduced_ndim], dims[r0 + reduced_ndim:]
+    rshape, rstrides = dims[r0:r0 + reduced_ndim], dims[r0 + reduced_ndim:]
+    return dims[:kept_ndim], dims[kept_ndim:r0], rshape, rstrides, np.prod(rshape), rstrides[-1]
 
 
 @njit(fastmath=False)
@@ -178,7 +181,7 @@ def _task(task, kshape, tile, nchunks, nr):
 # the terms: x, x * x, exp(x - max), |x|. Every float sum kernel takes x, x * x and |x| (ReduceL1);
 # exp(x - max) has kernels of its own beside the general one
 SUM, SUM_SQUARES, SUM_EXP, SUM_ABS = 0, 1, 2, 3
-MODE_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp", SUM_ABS: "sum_abs"}
+TERM_NAMES = {SUM: "sum", SUM_SQUARES: "sum_squares", SUM_EXP: "sum_exp", SUM_ABS: "sum_abs"}
 # finish steps of unrounded float64 sums (an operator's Reduction.finish): the one rounding alone
 # (ReduceL1: what every sum kernel stores), the square root (ReduceL2), the log (ReduceLogSum); the
 # float sum kernels take SQRT and LOG as a runtime argument (store.finished), 0 meaning none beyond a
@@ -188,7 +191,7 @@ ROUND, SQRT, LOG = 1, 2, 3
 
 def _constant(arg, name):
     """The value of argument ``name`` typed as a literal (a constant at the call), for the functions
-    compiled once per constant (the mode of _add_run, _float_run and _float_row; float_bits of
+    compiled once per constant (the term of _add_run, _float_run and _float_row; float_bits of
     max_run and max_columns): every caller passes a constant."""
     if not isinstance(arg, types.Literal):
         raise TypeError(f"{name} must be a constant at the call, got {arg}")

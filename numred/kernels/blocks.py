@@ -25,9 +25,9 @@ def _group_of_outputs(group, n_kept, groups):
     return k0, (np.int64(group) + 1) * n_kept // groups - k0
 
 
-def _float_blocks_for(mode):
+def _float_blocks_for(term):
     """float_sums for reduced axes on both sides of one kept axis (RKR: the batch and spatial axes of
-    NCHW data, say), fixed to one ``mode`` (SUM, of x * scale, SUM_SQUARES or SUM_ABS): ``n_outer``
+    NCHW data, say), fixed to one ``term`` (SUM, of x * scale, SUM_SQUARES or SUM_ABS): ``n_outer``
     blocks ``outer_stride`` apart, each holding the contiguous runs of ``n_inner`` elements of the
     ``n_kept`` outputs, ``kept_stride`` apart. One output at a time, as float_sums walks them, reads
     a short run from each block in turn (1 KiB, 128 blocks apart, on 128x512x256 axes [0, 2]); here
@@ -48,9 +48,9 @@ def _float_blocks_for(mode):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
                     totals[w], comps[w], sigmas[w] = _add_run(totals[w], comps[w], sigmas[w], src,
-                                                              origin + w * kept_stride, n_inner, 1, mode, scale)
+                                                              origin + w * kept_stride, n_inner, 1, term, scale)
             for w in range(width):
-                value = _finish_sum(totals[w], comps[w], mode, divisor, scale)
+                value = _finish_sum(totals[w], comps[w], term, divisor, scale)
                 store_rounded(result, k0 + w, finished(value, finish))
 
     return float_blocks

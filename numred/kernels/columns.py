@@ -13,7 +13,7 @@ from .decode import as_float64
 from .exp import exp_nonpositive
 
 
-def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
+def _float_columns(src, offset, step, nrows, width, term, scale, maxima, k0, acc):
     """acc[w] += the terms (as in _float_run: x * scale, x * x, exp(x - max), |x|) of element w of
     ``nrows`` (1, 4, or 8 but not for SUM_EXP) rows of a tile. Tiles exist only over contiguous kept
     elements, so a row is a contiguous run. Several rows per call cut the traffic to ``acc``: eight
@@ -25,13 +25,13 @@ def _float_columns(src, offset, step, nrows, width, mode, scale, maxima, k0, acc
 
 
 @functools.cache
-def _float_columns_for(nrows, mode):
-    """_float_columns for ``nrows`` rows and one ``mode``, constants: the other row counts' and modes'
+def _float_columns_for(nrows, term):
+    """_float_columns for ``nrows`` rows and one ``term``, constants: the other row counts' and terms'
     loops are pruned. Numba does not prune branches on an argument's literal value, and with
     every branch compiled into each call of the one function, those calls made up most of a dtype's
     precompile time."""
 
-    @njit_for(nrows, mode, fastmath=FASTMATH)
+    @njit_for(nrows, term, fastmath=FASTMATH)
     def float_columns(src, offset, step, width, scale, maxima, k0, acc):
         shift = maxima[k0:k0 + width]  # used by SUM_EXP only
         r0 = _view(src, offset, offset + width)
@@ -43,13 +43,13 @@ def _float_columns_for(nrows, mode):
             r5 = _view(src, offset + 5 * step, offset + 5 * step + width)
             r6 = _view(src, offset + 6 * step, offset + 6 * step + width)
             r7 = _view(src, offset + 7 * step, offset + 7 * step + width)
-            if mode == SUM:
+            if term == SUM:
                 for w in range(width):
                     acc[w] += ((((((as_float64(r0[w]) * scale + as_float64(r1[w]) * scale)
                                     + as_float64(r2[w]) * scale) + as_float64(r3[w]) * scale)
                                   + as_float64(r4[w]) * scale) + as_float64(r5[w]) * scale)
                                + as_float64(r6[w]) * scale) + as_float64(r7[w]) * scale
-            elif mode == SUM_ABS:
+            elif term == SUM_ABS:
                 for w in range(width):
                     acc[w] += (((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
                                 + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
@@ -64,15 +64,15 @@ def _float_columns_for(nrows, mode):
             r1 = _view(src, offset + step, offset + step + width)
             r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
             r3 = _view(src, offset + 3 * step, offset + 3 * step + width)
-            if mode == SUM:  # each term scaled: a float64 sum that overflows is summed again scaled by 2**-64
+            if term == SUM:  # each term scaled: a float64 sum that overflows is summed again scaled by 2**-64
                 for w in range(width):
                     acc[w] += ((as_float64(r0[w]) * scale + as_float64(r1[w]) * scale)
                                + (as_float64(r2[w]) * scale + as_float64(r3[w]) * scale))
-            elif mode == SUM_SQUARES:
+            elif term == SUM_SQUARES:
                 for w in range(width):
                     a, b, c, d = as_float64(r0[w]), as_float64(r1[w]), as_float64(r2[w]), as_float64(r3[w])
                     acc[w] += (a * a + b * b) + (c * c + d * d)
-            elif mode == SUM_ABS:
+            elif term == SUM_ABS:
                 for w in range(width):
                     acc[w] += ((abs(as_float64(r0[w])) + abs(as_float64(r1[w])))
                                + (abs(as_float64(r2[w])) + abs(as_float64(r3[w]))))
@@ -81,14 +81,14 @@ def _float_columns_for(nrows, mode):
                     m = shift[w]
                     acc[w] += (exp_nonpositive(as_float64(r0[w]) - m) + exp_nonpositive(as_float64(r1[w]) - m)) + (
                         exp_nonpositive(as_float64(r2[w]) - m) + exp_nonpositive(as_float64(r3[w]) - m))
-        elif mode == SUM:
+        elif term == SUM:
             for w in range(width):
                 acc[w] += as_float64(r0[w]) * scale
-        elif mode == SUM_SQUARES:
+        elif term == SUM_SQUARES:
             for w in range(width):
                 v = as_float64(r0[w])
                 acc[w] += v * v
-        elif mode == SUM_ABS:
+        elif term == SUM_ABS:
             for w in range(width):
                 acc[w] += abs(as_float64(r0[w]))
         else:
@@ -99,10 +99,10 @@ def _float_columns_for(nrows, mode):
 
 
 @overload(_float_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
-def _float_columns_by_rows(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
-    specialised = _float_columns_for(_constant(nrows, "nrows"), _constant(mode, "mode"))
+def _float_columns_by_rows(src, offset, step, nrows, width, term, scale, maxima, k0, acc):
+    specialised = _float_columns_for(_constant(nrows, "nrows"), _constant(term, "term"))
 
-    def call(src, offset, step, nrows, width, mode, scale, maxima, k0, acc):
+    def call(src, offset, step, nrows, width, term, scale, maxima, k0, acc):
         return specialised(src, offset, step, width, scale, maxima, k0, acc)
 
     return call

@@ -199,29 +199,29 @@ def _pair_sums_impl(run, n, squares, shift):
     return sums
 
 
-def pair_sums4(a, b, c, d, n, mode, shift):
+def pair_sums4(a, b, c, d, n, term, shift):
     """pair_sums of four runs of ``n`` elements read together (four memory streams), of the terms
     x * shift (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS): (s0, s1, s2, s3, n_read)."""
 
 
 @overload(pair_sums4, jit_options={"fastmath": FASTMATH})
-def _pair_sums4_impl(a, b, c, d, n, mode, shift):
+def _pair_sums4_impl(a, b, c, d, n, term, shift):
     if a.dtype != types.int16:
-        return lambda a, b, c, d, n, mode, shift: (0.0, 0.0, 0.0, 0.0, 0)
+        return lambda a, b, c, d, n, term, shift: (0.0, 0.0, 0.0, 0.0, 0)
 
-    def sums(a, b, c, d, n, mode, shift):
+    def sums(a, b, c, d, n, term, shift):
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
         s3 = 0.0
-        if mode == SUM:
+        if term == SUM:
             for p in range(n // 2):
                 s0 += _pair_sum(a, 2 * p)
                 s1 += _pair_sum(b, 2 * p)
                 s2 += _pair_sum(c, 2 * p)
                 s3 += _pair_sum(d, 2 * p)
             s0, s1, s2, s3 = s0 * shift, s1 * shift, s2 * shift, s3 * shift
-        elif mode == SUM_SQUARES:
+        elif term == SUM_SQUARES:
             for p in range(n // 2):
                 s0 += _pair_square_sum(a, 2 * p)
                 s1 += _pair_square_sum(b, 2 * p)

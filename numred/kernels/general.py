@@ -1,5 +1,5 @@
 """The general strided walker: any geometry, tiles of neighbouring outputs, chunks of long reduced
-ranges with partial states per (output, chunk). One kernel per accumulator: float sums per mode,
+ranges with partial states per (output, chunk). One kernel per accumulator: float sums per term,
 exact integer sums, maxima, integer exp sums.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, _next_run, _offset_of, _task, _unpack,
+from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, _next_run, _offset_of, _task, _walker,
                    _view)
 from .columns import _float_columns, _fold
 from .decode import as_wide
@@ -51,9 +51,9 @@ def reads_wide_rows(n_inner, tile, step, n_rows):
     return any(_rows_per_wide_row.py_func(width, step, n_rows) > 1 for width in (tile, last))
 
 
-def _float_sums_for(mode):
-    """The float_sums kernel for one ``mode`` (SUM, SUM_SQUARES, SUM_EXP, SUM_ABS), fixed at compile time: LLVM
-    then keeps only that mode's loops and inlines them. With the mode a runtime argument the per-row
+def _float_sums_for(term):
+    """The float_sums kernel for one ``term`` (SUM, SUM_SQUARES, SUM_EXP, SUM_ABS), fixed at compile time: LLVM
+    then keeps only that term's loops and inlines them. With the term a runtime argument the per-row
     call and its set-up would not be optimised away, a real cost on short rows."""
 
     def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, finish,
@@ -68,25 +68,23 @@ def _float_sums_for(mode):
         would cost as much as the reduction. Otherwise the chunk partials go to out_total/out_comp
         for _finish_* to combine (also with one chunk: the integer log-sum-exp finishes its own way)."""
         src, maxima = _borrowed(src), _borrowed(maxima)
-        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-        nr = np.prod(rshape)
-        step = rstrides[-1]
+        kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         block = compensation_block(src)
         for task in prange(_n_tasks(kshape, tile, nchunks)):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
             if tile == 1:
-                shift = maxima[k0] if mode == SUM_EXP else scale
+                shift = maxima[k0] if term == SUM_EXP else scale
                 total = 0.0
                 comp = 0.0
                 sigma = 0.0  # (_float64_run_for's, passed on from run to run)
-                if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+                if term != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
                     while pos < end:
                         offset, n = _next_run(pos, end, rshape, rstrides)
-                        total, comp, sigma = _add_run(total, comp, sigma, src, origin + offset, n, step, mode, shift)
+                        total, comp, sigma = _add_run(total, comp, sigma, src, origin + offset, n, step, term, shift)
                         pos += n
                 if out_total.size == 0:
-                    store_rounded(result, k0, finished(_finish_sum(total, comp, mode, divisor, shift), finish))
+                    store_rounded(result, k0, finished(_finish_sum(total, comp, term, divisor, shift), finish))
                 else:
                     out_total[k0 * nchunks + c] = total
                     out_comp[k0 * nchunks + c] = comp
@@ -106,8 +104,8 @@ def _float_sums_for(mode):
                 compensated = block < NEVER and (m > 1 or end - pos >= block)
                 totals = np.zeros(width) if compensated else acc[:0]
                 comps = np.zeros(width) if compensated else acc[:0]
-                column_max = np.empty(wide) if mode == SUM_EXP else acc[:0]  # the max of each accumulator's column
-                if mode == SUM_EXP:
+                column_max = np.empty(wide) if term == SUM_EXP else acc[:0]  # the max of each accumulator's column
+                if term == SUM_EXP:
                     for j0 in range(0, wide, width):
                         column_max[j0:j0 + width] = maxima[k0:k0 + width]
                 # The most terms one accumulator has taken since the last fold (at most block): a wide
@@ -119,20 +117,20 @@ def _float_sums_for(mode):
                     offset += origin
                     j = 0
                     while j < n:
-                        if mode != SUM_EXP and n - j >= 8 * m:  # eight (wide) rows per call: less traffic to acc
-                            _float_columns(src, offset + j * step, m * step, 8, wide, mode, scale, column_max, 0, acc)
+                        if term != SUM_EXP and n - j >= 8 * m:  # eight (wide) rows per call: less traffic to acc
+                            _float_columns(src, offset + j * step, m * step, 8, wide, term, scale, column_max, 0, acc)
                             j += 8 * m
                             terms += 8
                         elif n - j >= 4 * m:  # four: a quarter of the traffic of one
-                            _float_columns(src, offset + j * step, m * step, 4, wide, mode, scale, column_max, 0, acc)
+                            _float_columns(src, offset + j * step, m * step, 4, wide, term, scale, column_max, 0, acc)
                             j += 4 * m
                             terms += 4
                         elif n - j >= m:
-                            _float_columns(src, offset + j * step, m * step, 1, wide, mode, scale, column_max, 0, acc)
+                            _float_columns(src, offset + j * step, m * step, 1, wide, term, scale, column_max, 0, acc)
                             j += m
                             terms += 1
                         else:
-                            _float_columns(src, offset + j * step, step, 1, width, mode, scale, column_max, 0, acc)
+                            _float_columns(src, offset + j * step, step, 1, width, term, scale, column_max, 0, acc)
                             j += 1
                             terms += 1
                         if terms >= block:
@@ -148,8 +146,8 @@ def _float_sums_for(mode):
                 if out_total.size == 0:
                     for w in range(width):
                         comp = comps[w] if compensated else 0.0
-                        maximum = column_max[w] if mode == SUM_EXP else 0.0
-                        store_rounded(result, k0 + w, finished(_finish_sum(totals[w], comp, mode, divisor, maximum),
+                        maximum = column_max[w] if term == SUM_EXP else 0.0
+                        store_rounded(result, k0 + w, finished(_finish_sum(totals[w], comp, term, divisor, maximum),
                                                                finish))
                 else:
                     for w in range(width):
@@ -170,9 +168,7 @@ def _int_sums_for(term):
         ``count`` elements, or the wrapping sum. Otherwise the partials go to out_low and out_high
         for finish_int_mean / finish_int_squares."""
         src = _borrowed(src)
-        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-        nr = np.prod(rshape)
-        step = rstrides[-1]
+        kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         for task in prange(_n_tasks(kshape, tile, nchunks)):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
@@ -248,9 +244,7 @@ def _max_keys_for(float_bits, tiles):
 
     def max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, flip, out_max, out_nans):
         src = _borrowed(src)
-        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-        nr = np.prod(rshape)
-        step = rstrides[-1]
+        kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         for task in prange(_n_tasks(kshape, tile, nchunks)):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
@@ -316,9 +310,7 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
     (_int_log_sum_exp) into ``result`` and ``fits``, as float_sums does: with many outputs a separate serial
     finishing pass would be a large share of the whole."""
     src, maxima = _borrowed(src), _borrowed(maxima)
-    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-    nr = np.prod(rshape)
-    step = rstrides[-1]
+    kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
     for task in prange(_n_tasks(kshape, tile, nchunks)):
         k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
         origin = base + _offset_of(k0, kshape, kstrides)

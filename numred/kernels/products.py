@@ -37,7 +37,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from .base import (_U64, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
-                   _offset_of, _task, _unpack, _view, inlined)
+                   _offset_of, _task, _walker, _view, inlined)
 from .decode import as_bits, as_float32_bits, as_float64
 from .general import _rows_per_wide_row
 from .store import store_rounded
@@ -330,9 +330,7 @@ def _products_for(floats, float64, tiles):
         contiguous, and their reduced rows are read one by one, each output's factor of a row in
         turn (rather than a strided column walk per output, which is slow)."""
         src = _borrowed(src)
-        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-        nr = np.prod(rshape)
-        step = rstrides[-1]
+        kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         for task in prange(_n_tasks(kshape, tile, nchunks)):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)

@@ -1,5 +1,5 @@
 """Rows: one kept axis over one reduced axis, each output one run (or a strided column). One kernel
-per (mode, variant) for floats and per (squares, four rows or one) for integers, the variant chosen
+per (term, variant) for floats and per (squares, four rows or one) for integers, the variant chosen
 in Python from the geometry (``float_rows_variant``, ``int_rows_four``); log-sum-exp rows take the
 max and the sum of each row in one task.
 """
@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._runtime import entry
-from .base import MODE_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view
+from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view
 from .columns import _fold
 from .decode import as_float64, as_wide
 from .finish import _combined_sum
@@ -36,14 +36,14 @@ COLUMN_MIN_ROWS = 128
 
 
 @njit(fastmath=False)
-def _add_strided_row(acc, src, origin, stride, mode, scale):
+def _add_strided_row(acc, src, origin, stride, term, scale):
     """acc[k] += the term (x * scale (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of
     src[origin + k * stride], each k."""
     row = _view(src, origin, len(src))
-    if mode == SUM:
+    if term == SUM:
         for k in range(acc.size):
             acc[k] += as_float64(row[k * stride]) * scale
-    elif mode == SUM_SQUARES:
+    elif term == SUM_SQUARES:
         for k in range(acc.size):
             v = as_float64(row[k * stride])
             acc[k] += v * v
@@ -60,14 +60,14 @@ def _add_strided_row(acc, src, origin, stride, mode, scale):
  ROWS_TWO_PASS, ROWS_TWO_PASS_STRIDED, ROWS_GENERAL) = range(10)
 
 
-def float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scale):
+def float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scale):
     """The float_rows variant for these rows of ``carrier`` data (the kernels' view of the dtype)."""
     carrier = np.dtype(carrier)
-    if (mode != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
-            and not (mode == SUM_SQUARES and carrier == np.uint16)):  # (float16 sums of squares)
+    if (term != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
+            and not (term == SUM_SQUARES and carrier == np.uint16)):  # (float16 sums of squares)
         return ROWS_COLUMNS
     float64 = carrier == np.float64
-    if mode != SUM_EXP and not float64:
+    if term != SUM_EXP and not float64:
         if step != 1:
             return ROWS_STRIDED
         min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
@@ -75,12 +75,12 @@ def float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scal
         if _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 1:
             return ROWS_ONE_BY_ONE
         return ROWS_FOUR
-    if (float64 and mode != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
+    if (float64 and term != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
             and n_reduced >= (ONE_PASS_MIN_ROW if step == 1 else STRIDED_SPLIT_MIN_RUN)):
         return ROWS_ONE_PASS if step == 1 else ROWS_ONE_PASS_STRIDED
-    if float64 and mode != SUM_EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
+    if float64 and term != SUM_EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
         return ROWS_PIECES
-    if float64 and mode != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
+    if float64 and term != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
         return ROWS_TWO_PASS if step == 1 else ROWS_TWO_PASS_STRIDED
     return ROWS_GENERAL
 
@@ -88,11 +88,11 @@ def float_rows_variant(mode, carrier, kept_stride, n_kept, n_reduced, step, scal
 # The row kernels of floats take these arguments, whatever their variant (float_rows):
 # (src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result). Each
 # variant is a kernel of its own, with one parallel loop, made by its function below for one
-# ``mode`` fixed at compile time (LLVM then keeps only that mode's loops); in one kernel, all ten
+# ``term`` fixed at compile time (LLVM then keeps only that term's loops); in one kernel, all ten
 # variants were compiled on every first call.
 
 
-def _columns_for(mode):
+def _columns_for(term):
     """ROWS_COLUMNS: columns of a strided view (x[:, ::2] over axis 0). The outputs lie along each
     row, so whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed by
     the shape: results do not depend on the threads; parts of rows per task, as tiles, can do worse
@@ -115,7 +115,7 @@ def _columns_for(mode):
             first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
             for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
                 for j in range(j0, min(j0 + block, end)):
-                    _add_strided_row(acc, src, base + j * step, kept_stride, mode, scale)
+                    _add_strided_row(acc, src, base + j * step, kept_stride, term, scale)
                 _fold(acc, totals[c], comps[c])
         # each output's partials next to each other, as _combined_sum takes them (folding into
         # columns of an output-major array instead is slower)
@@ -127,7 +127,7 @@ def _columns_for(mode):
     return float_rows
 
 
-def _plain_rows_for(mode, contiguous):
+def _plain_rows_for(term, contiguous):
     """ROWS_ONE_BY_ONE (``contiguous``) and ROWS_STRIDED: rows of float32, float16 or bfloat16 data
     one per task, their plain float64 sums divided here: not through _float_row and _finish_sum,
     whose compensation and non-finite test only float64 sums need. The step of contiguous rows is the
@@ -137,15 +137,15 @@ def _plain_rows_for(mode, contiguous):
         src = _borrowed(src)
         for k in prange(n_kept):
             if contiguous:
-                total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                total = _float_run(src, base + k * kept_stride, n_reduced, 1, term, scale)
             else:
-                total = _float_run(src, base + k * kept_stride, n_reduced, step, mode, scale)
+                total = _float_run(src, base + k * kept_stride, n_reduced, step, term, scale)
             store_rounded(result, k, finished(total / divisor, finish))
 
     return float_rows
 
 
-def _four_rows_for(mode):
+def _four_rows_for(term):
     """ROWS_FOUR: contiguous rows of float32, float16 or bfloat16 data four at a time (where
     _rows_together says so): four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
     overhead; plain sums, as _plain_rows_for."""
@@ -155,12 +155,12 @@ def _four_rows_for(mode):
         for group in prange(-(-n_kept // 4)):
             k0 = 4 * group
             if k0 + 4 <= n_kept:
-                sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, mode, scale)
+                sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, term, scale)
                 for j in range(4):
                     store_rounded(result, k0 + j, finished(sums[j] / divisor, finish))
             else:  # the last 1-3 rows
                 for k in range(k0, n_kept):
-                    total = _float_run(src, base + k * kept_stride, n_reduced, 1, mode, scale)
+                    total = _float_run(src, base + k * kept_stride, n_reduced, 1, term, scale)
                     store_rounded(result, k, finished(total / divisor, finish))
 
     return float_rows
@@ -174,7 +174,7 @@ def _float64_rows_per_task(n_kept):
     return min(16, max(1, n_kept // 16))
 
 
-def _one_pass_rows_for(mode, contiguous):
+def _one_pass_rows_for(term, contiguous):
     """ROWS_ONE_PASS (``contiguous``) and ROWS_ONE_PASS_STRIDED: float64 rows of one split piece,
     float64_one_pass called directly: high + low rounded once is what _float_row's compensated
     additions and finish give, without _float_row's per-row overhead. Strided rows from
@@ -191,15 +191,15 @@ def _one_pass_rows_for(mode, contiguous):
                 origin = base + k * kept_stride
                 if contiguous:
                     high, low, sigma = float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
-                                                         mode, sigma)
+                                                         term, sigma)
                 else:
-                    high, low, sigma = float64_one_pass(_view(src, origin, len(src)), n_reduced, step, mode, sigma)
+                    high, low, sigma = float64_one_pass(_view(src, origin, len(src)), n_reduced, step, term, sigma)
                 store_rounded(result, k, finished((high + low) / divisor, finish))
 
     return float_rows
 
 
-def _pieces_rows_for(mode):
+def _pieces_rows_for(term):
     """ROWS_PIECES: contiguous float64 rows of several split pieces: _add_run called here, from one
     place in its own loop, with a literal step, and finished by _finish_sum, as _float_row does (the
     same bits). Through _float_row, whose calls LLVM leaves out of line, rows of several pieces cost
@@ -211,13 +211,13 @@ def _pieces_rows_for(mode):
         for task in prange(-(-n_kept // rows_per_task)):
             sigma = 0.0
             for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
-                total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, mode, 1.0)
-                store_rounded(result, k, finished(_finish_sum(total, comp, mode, divisor, 1.0), finish))
+                total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, term, 1.0)
+                store_rounded(result, k, finished(_finish_sum(total, comp, term, divisor, 1.0), finish))
 
     return float_rows
 
 
-def _two_pass_rows_for(mode, contiguous):
+def _two_pass_rows_for(term, contiguous):
     """ROWS_TWO_PASS (``contiguous``) and ROWS_TWO_PASS_STRIDED: short float64 rows (and rescaled
     ones), two passes each (float64_run_two_pass) called directly, not through _float_row and
     _float64_run_for, whose per-row overhead weighs heavily on short rows. One rounding of high + low
@@ -229,15 +229,15 @@ def _two_pass_rows_for(mode, contiguous):
         for k in prange(n_kept):
             origin = base + k * kept_stride
             if contiguous:
-                high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, mode, scale)
+                high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, term, scale)
             else:
-                high, low = float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, mode, scale)
+                high, low = float64_run_two_pass(_view(src, origin, len(src)), n_reduced, step, term, scale)
             store_rounded(result, k, finished((high + low) / divisor, finish))
 
     return float_rows
 
 
-def _general_rows_for(mode):
+def _general_rows_for(term):
     """ROWS_GENERAL: any other rows (float64 rescaled sums, sums of exp(x - max)) through _float_row,
     which carries the sigma of the row before in its task (_float64_rows_per_task)."""
 
@@ -247,14 +247,14 @@ def _general_rows_for(mode):
         for task in prange(-(-n_kept // rows_per_task)):
             sigma = 0.0
             for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
-                shift = maxima[k] if mode == SUM_EXP else scale
-                value, sigma = _float_row(src, base + k * kept_stride, n_reduced, step, mode, shift, sigma, divisor)
+                shift = maxima[k] if term == SUM_EXP else scale
+                value, sigma = _float_row(src, base + k * kept_stride, n_reduced, step, term, shift, sigma, divisor)
                 store_rounded(result, k, finished(value, finish))
 
     return float_rows
 
 
-# variant -> the function that makes its kernel for a mode
+# variant -> the function that makes its kernel for a term
 _FLOAT_ROWS_FOR = {
     ROWS_COLUMNS: _columns_for,
     ROWS_STRIDED: functools.partial(_plain_rows_for, contiguous=False),
@@ -402,10 +402,10 @@ def int_rows_extrema(src, base, kept_stride, n_kept, n_reduced, step, flip, resu
 
 
 @functools.cache
-def float_rows(mode, variant):
-    """(serial, parallel) float_rows kernels of one mode and variant (ROWS_*), made on first use."""
-    name = f"float_rows_{MODE_NAMES[mode]}_{variant}"
-    fn = _FLOAT_ROWS_FOR[variant](mode)
+def float_rows(term, variant):
+    """(serial, parallel) float_rows kernels of one term and variant (ROWS_*), made on first use."""
+    name = f"float_rows_{TERM_NAMES[term]}_{variant}"
+    fn = _FLOAT_ROWS_FOR[variant](term)
     return entry(fn, name=name), entry(fn, name=name, parallel=True)
 
 

@@ -1,6 +1,6 @@
 """One run of the reduced elements of an output: its float64 sum of the operator's term (plain for
 narrower floats, split sums for float64), added compensated to a running total (``_add_run``),
-and a whole row finished (``_float_row``). Each is compiled per literal mode, float64 or not, and
+and a whole row finished (``_float_row``). Each is compiled per literal term, float64 or not, and
 contiguous or not.
 """
 from __future__ import annotations
@@ -23,24 +23,24 @@ from .store import _finish_sum, compensation_block
 
 
 @njit(fastmath=FASTMATH)
-def _float_runs4(src, first, gap, n, mode, shift):
+def _float_runs4(src, first, gap, n, term, shift):
     """The plain float64 sums (of x * shift (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of four
     contiguous runs of ``n`` elements starting ``gap`` apart, read together: four memory streams."""
     a = _view(src, first, first + n)
     b = _view(src, first + gap, first + gap + n)
     c = _view(src, first + 2 * gap, first + 2 * gap + n)
     d = _view(src, first + 3 * gap, first + 3 * gap + n)
-    s0, s1, s2, s3, n_read = pair_sums4(a, b, c, d, n, mode, shift)  # bfloat16: two per load
+    s0, s1, s2, s3, n_read = pair_sums4(a, b, c, d, n, term, shift)  # bfloat16: two per load
     if n_read:
         a, b, c, d = a[n_read:], b[n_read:], c[n_read:], d[n_read:]  # the last element of each, below
         n -= n_read
-    if mode == SUM:
+    if term == SUM:
         for i in range(n):
             s0 += as_float64(a[i]) * shift
             s1 += as_float64(b[i]) * shift
             s2 += as_float64(c[i]) * shift
             s3 += as_float64(d[i]) * shift
-    elif mode == SUM_SQUARES:
+    elif term == SUM_SQUARES:
         for i in range(n):
             va, vb, vc, vd = as_float64(a[i]), as_float64(b[i]), as_float64(c[i]), as_float64(d[i])
             s0 += va * va
@@ -56,7 +56,7 @@ def _float_runs4(src, first, gap, n, mode, shift):
     return s0, s1, s2, s3
 
 
-def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
+def _add_run(total, comp, sigma, src, offset, n, step, term, shift):
     """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
     the sigma of its last split piece: float64 sums and sums of squares nearly exactly in equal pieces
     of at most SPLIT_PIECE (_float64_run_for; ``sigma`` is the previous piece's), float64 exp sums plainly
@@ -64,28 +64,28 @@ def _add_run(total, comp, sigma, src, offset, n, step, mode, shift):
 
 
 @functools.cache
-def _add_run_for(mode, float64, contiguous):
-    """_add_run for one ``mode``, for float64 data or not, and for contiguous runs (a literal step 1
-    at the call) or any, constants: the other modes' loops, the other data's path and, for
+def _add_run_for(term, float64, contiguous):
+    """_add_run for one ``term``, for float64 data or not, and for contiguous runs (a literal step 1
+    at the call) or any, constants: the other terms' loops, the other data's path and, for
     contiguous runs, the float64 strided passes are pruned."""
 
-    @njit_for(mode, float64, contiguous, fastmath=False)
+    @njit_for(term, float64, contiguous, fastmath=False)
     def add_run(total, comp, sigma, src, offset, n, step, shift):
         block = compensation_block(src)
-        if float64 and mode != SUM_EXP:
+        if float64 and term != SUM_EXP:
             # equal pieces, no short last one (4160: 3 x 1387, not 2 x 2048 + 64); no divisions for one
             piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
             for b in range(0, n, piece):
                 if contiguous:
-                    high, low, sigma = float64_run(src, offset + b, min(piece, n - b), 1, mode, shift, sigma)
+                    high, low, sigma = float64_run(src, offset + b, min(piece, n - b), 1, term, shift, sigma)
                 else:
-                    high, low, sigma = float64_run(src, offset + b * step, min(piece, n - b), step, mode, shift,
+                    high, low, sigma = float64_run(src, offset + b * step, min(piece, n - b), step, term, shift,
                                                    sigma)
                 total, comp = add_compensated(total, comp, high)
                 total, comp = add_compensated(total, comp, low)
             return total, comp, sigma
         for b in range(0, n, block):
-            total, comp = add_compensated(total, comp, _float_run(src, offset + b * step, min(block, n - b), step, mode,
+            total, comp = add_compensated(total, comp, _float_run(src, offset + b * step, min(block, n - b), step, term,
                                                             shift))
         return total, comp, sigma
 
@@ -93,56 +93,56 @@ def _add_run_for(mode, float64, contiguous):
 
 
 @overload(_add_run, prefer_literal=True, inline="always", jit_options={"fastmath": False})
-def _add_run_by_mode(total, comp, sigma, src, offset, n, step, mode, shift):
+def _add_run_by_mode(total, comp, sigma, src, offset, n, step, term, shift):
     float64 = src.dtype == types.float64
     # contiguity matters to the float64 split sums only: other data compiles one add_run for both
-    specialised = _add_run_for(_constant(mode, "mode"), float64, float64 and _is_one(step))
+    specialised = _add_run_for(_constant(term, "term"), float64, float64 and _is_one(step))
 
-    def call(total, comp, sigma, src, offset, n, step, mode, shift):
+    def call(total, comp, sigma, src, offset, n, step, term, shift):
         return specialised(total, comp, sigma, src, offset, n, step, shift)
 
     return call
 
 
-# The mode tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
+# The term tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
 # vectorising it, and it does not unswitch three-way branches by itself.
-def _float_run(src, offset, n, step, mode, shift):
+def _float_run(src, offset, n, step, term, shift):
     """Plain float64 sum over one strided run of: x * shift (SUM; shift is 1 or a power-of-two
     scale), x * x (SUM_SQUARES), exp(x - shift) (SUM_EXP; shift is the max) or |x| (SUM_ABS)."""
 
 
 @functools.cache
-def _float_run_for(mode):
-    """_float_run for one ``mode``, a constant: the other modes' loops are pruned. The reading
+def _float_run_for(term):
+    """_float_run for one ``term``, a constant: the other terms' loops are pruned. The reading
     strategies of sums of x and x * x (quarters of long runs, bfloat16 pairs, every other element,
     strided lanes) are theirs alone; |x| and exp(x - max) take the plain loops."""
-    streams = mode == SUM or mode == SUM_SQUARES
+    streams = term == SUM or term == SUM_SQUARES
 
-    @njit_for(mode, fastmath=FASTMATH)
+    @njit_for(term, fastmath=FASTMATH)
     def float_run(src, offset, n, step, shift):
         acc = 0.0
         if step == 1 and streams and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
             quarter = n // 4
-            s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, mode, shift)
+            s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, term, shift)
             acc = (s0 + s1) + (s2 + s3)
             offset += 4 * quarter
             n -= 4 * quarter
         if step == 1:
             run = _view(src, offset, offset + n)
             if streams:  # bfloat16: two elements per load
-                pairs, n_read = pair_sums(run, n, mode == SUM_SQUARES, shift)
+                pairs, n_read = pair_sums(run, n, term == SUM_SQUARES, shift)
                 if n_read:
                     acc += pairs
                     run = run[n_read:]  # the last element of an odd run, below
                     n -= n_read
-            if mode == SUM:
+            if term == SUM:
                 for i in range(n):
                     acc += as_float64(run[i]) * shift
-            elif mode == SUM_SQUARES:
+            elif term == SUM_SQUARES:
                 for i in range(n):
                     v = as_float64(run[i])
                     acc += v * v
-            elif mode == SUM_ABS:
+            elif term == SUM_ABS:
                 for i in range(n):
                     acc += abs(as_float64(run[i]))
             else:
@@ -153,7 +153,7 @@ def _float_run_for(mode):
                 # every other element, read over the whole span (_every_other_sum): vectorised, so
                 # faster than the paths below for float32, float16 and bfloat16 alike
                 span = _view(src, offset, offset + every_other_span(src, offset, n))
-                return _every_other_sum(span, mode == SUM_SQUARES, shift)
+                return _every_other_sum(span, term == SUM_SQUARES, shift)
             if streams and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
                 # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
                 # vectorised, and one chain of dependent additions is bound by its latency: STRIDED_LANES
@@ -164,7 +164,7 @@ def _float_run_for(mode):
                 run = src[offset:offset + (n - 1) * step + 1:step]
                 lanes = np.zeros(STRIDED_LANES)
                 whole = n - n % STRIDED_LANES
-                if mode == SUM:
+                if term == SUM:
                     for i0 in range(0, whole, STRIDED_LANES):
                         for j in range(STRIDED_LANES):
                             lanes[j] += as_float64(run[i0 + j]) * shift
@@ -179,14 +179,14 @@ def _float_run_for(mode):
                         v = as_float64(run[i])
                         acc += v * v
                 return acc + lanes.sum()
-            if mode == SUM:
+            if term == SUM:
                 for i in range(n):
                     acc += as_float64(src[offset + i * step]) * shift
-            elif mode == SUM_SQUARES:
+            elif term == SUM_SQUARES:
                 for i in range(n):
                     v = as_float64(src[offset + i * step])
                     acc += v * v
-            elif mode == SUM_ABS:
+            elif term == SUM_ABS:
                 for i in range(n):
                     acc += abs(as_float64(src[offset + i * step]))
             else:
@@ -198,10 +198,10 @@ def _float_run_for(mode):
 
 
 @overload(_float_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
-def _float_run_by_mode(src, offset, n, step, mode, shift):
-    specialised = _float_run_for(_constant(mode, "mode"))
+def _float_run_by_mode(src, offset, n, step, term, shift):
+    specialised = _float_run_for(_constant(term, "term"))
 
-    def call(src, offset, n, step, mode, shift):
+    def call(src, offset, n, step, term, shift):
         return specialised(src, offset, n, step, shift)
 
     return call
@@ -223,35 +223,35 @@ def _every_other_sum(span, squares, shift):
     return acc
 
 
-def _float_row(src, origin, n, step, mode, shift, sigma, divisor):
+def _float_row(src, origin, n, step, term, shift, sigma, divisor):
     """One output of float_rows over its run, finished (_finish_sum), and the sigma its float64 split
     sums ended with (_add_run; ``sigma`` is the one to start from)."""
 
 
 @functools.cache
-def _float_row_for(mode, float64):
-    """_float_row for one ``mode`` and for float64 data or not, constants: the other modes' loops and
+def _float_row_for(term, float64):
+    """_float_row for one ``term`` and for float64 data or not, constants: the other terms' loops and
     the other data's path are pruned."""
 
-    @njit_for(mode, float64, fastmath=False)
+    @njit_for(term, float64, fastmath=False)
     def float_row(src, origin, n, step, shift, sigma, divisor):
         total = 0.0
         comp = 0.0
-        if mode != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
+        if term != SUM_EXP or math.isfinite(shift):  # a non-finite max decides the result alone
             if not float64:  # narrower floats: one plain float64 sum
-                total = _float_run(src, origin, n, step, mode, shift)
+                total = _float_run(src, origin, n, step, term, shift)
             else:
-                total, comp, sigma = _add_run(total, comp, sigma, src, origin, n, step, mode, shift)
-        return _finish_sum(total, comp, mode, divisor, shift), sigma
+                total, comp, sigma = _add_run(total, comp, sigma, src, origin, n, step, term, shift)
+        return _finish_sum(total, comp, term, divisor, shift), sigma
 
     return float_row
 
 
 @overload(_float_row, prefer_literal=True, inline="always", jit_options={"fastmath": False})
-def _float_row_by_mode(src, origin, n, step, mode, shift, sigma, divisor):
-    specialised = _float_row_for(_constant(mode, "mode"), src.dtype == types.float64)
+def _float_row_by_mode(src, origin, n, step, term, shift, sigma, divisor):
+    specialised = _float_row_for(_constant(term, "term"), src.dtype == types.float64)
 
-    def call(src, origin, n, step, mode, shift, sigma, divisor):
+    def call(src, origin, n, step, term, shift, sigma, divisor):
         return specialised(src, origin, n, step, shift, sigma, divisor)
 
     return call

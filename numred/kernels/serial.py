@@ -33,8 +33,8 @@ import numpy as np
 from numba import njit
 
 from .._runtime import entry
-from .base import (BLOCK, FASTMATH, MODE_NAMES, SQRT, SUM, SUM_ABS, _borrowed, _n_tasks,
-                   _next_run, _offset_of, _task, _unpack, _view, inlined)
+from .base import (BLOCK, FASTMATH, TERM_NAMES, SQRT, SUM, SUM_ABS, _borrowed, _n_tasks,
+                   _next_run, _offset_of, _task, _view, _walker, inlined)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
 from .integers import (INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, isqrt64,
@@ -47,7 +47,7 @@ from .store import finished, store_rounded
 # compiled as functions of their own: a small input's first call compiles fewer functions, so it
 # starts sooner from an empty cache. Not in the parallel kernels, whose parallel-loop passes then
 # work on the larger IR: inlined everywhere, precompiling takes longer.
-_n_tasks, _next_run, _offset_of, _task, _unpack = map(inlined, (_n_tasks, _next_run, _offset_of, _task, _unpack))
+_n_tasks, _next_run, _offset_of, _task, _walker = map(inlined, (_n_tasks, _next_run, _offset_of, _task, _walker))
 
 
 
@@ -255,9 +255,7 @@ def _float_sums_for(term, float64):
         """Results into ``result``; False if one is not decided (_finished): the driver then computes
         the call its general way (a float64 mean retries rescaled)."""
         src = _borrowed(src)
-        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-        nr = np.prod(rshape)
-        step = rstrides[-1]
+        kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         decided = True
         # the column sums of a tile: plain ones, and (float64 data) their compensated totals
         acc = np.zeros(tile)
@@ -326,9 +324,7 @@ def _int_sums_for(term):
 
     def serial_int_sums(src, base, dims, kept_ndim, tile, count, result):
         src = _borrowed(src)
-        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-        nr = np.prod(rshape)
-        step = rstrides[-1]
+        kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         # a tile's column sums: squares in low; a mean's 32-bit halves in low and high
         low_acc = np.zeros(tile, dtype=np.uint64)
         high_acc = np.zeros(tile, dtype=np.int64)
@@ -382,9 +378,7 @@ def _float_log_sum_exp_for(float64):
         where a float max that keeps NaN does not; a NaN is a magnitude above inf_bits."""
         src, keys = _borrowed(src), _borrowed(keys)
         carrier = src[:0]
-        kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-        nr = np.prod(rshape)
-        step = rstrides[-1]
+        kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         for k in range(result.size):
             origin = base + _offset_of(k, kshape, kstrides)
             best, top_magnitude = _output_max(keys, origin, nr, rshape, rstrides, step, True, 0)
@@ -416,9 +410,7 @@ def serial_int_log_sum_exp(src, base, dims, kept_ndim, count, type_max, result):
     when one is undecided in float64 or does not fit ``type_max`` (_int_log_sum_exp), for the
     front end to decide exactly."""
     src = _borrowed(src)
-    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-    nr = np.prod(rshape)
-    step = rstrides[-1]
+    kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
     decided = True
     for k in range(result.size):
         origin = base + _offset_of(k, kshape, kstrides)
@@ -440,9 +432,7 @@ def serial_int_l2(src, base, dims, kept_ndim, largest_fit, root_max, result):
     of squares modulo 2**64, exact where the largest |x| is at most ``largest_fit``, and its isqrt,
     if at most ``root_max``. Returns whether every output was decided so."""
     src = _borrowed(src)
-    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-    nr = np.prod(rshape)
-    step = rstrides[-1]
+    kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
     decided = True
     for k in range(result.size):
         origin = base + _offset_of(k, kshape, kstrides)
@@ -470,7 +460,7 @@ def int_l2():
 def float_sums(term: int, float64: bool):
     """The kernel of a float mean or sum (SUM), sum of squares (SUM_SQUARES) or sum of |x| (SUM_ABS), and
     with a finish step (_finished) of ReduceL2 (SUM_SQUARES, SQRT) and ReduceLogSum (SUM, LOG)."""
-    return entry(_float_sums_for(term, float64), name=f"serial_float_{MODE_NAMES[term]}{'_float64' if float64 else ''}")
+    return entry(_float_sums_for(term, float64), name=f"serial_float_{TERM_NAMES[term]}{'_float64' if float64 else ''}")
 
 
 @functools.cache
@@ -494,9 +484,7 @@ def serial_float_extrema(src, keys, base, dims, kept_ndim, inf_bits, flip, resul
     any element is NaN (a magnitude above ``inf_bits``). ``keys`` is src's memory as signed integers."""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
-    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-    nr = np.prod(rshape)
-    step = rstrides[-1]
+    kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
     for k in range(result.size):
         origin = base + _offset_of(k, kshape, kstrides)
         best, top_magnitude = _output_max(keys, origin, nr, rshape, rstrides, step, True, flip)
@@ -508,9 +496,7 @@ def serial_int_extrema(src, base, dims, kept_ndim, flip, result):
     """The max of each output's integers, or with ``flip`` -1 the min (maxima.flipped), into ``result``
     (the input dtype)."""
     src = _borrowed(src)
-    kshape, kstrides, rshape, rstrides = _unpack(dims, kept_ndim)
-    nr = np.prod(rshape)
-    step = rstrides[-1]
+    kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
     for k in range(result.size):
         origin = base + _offset_of(k, kshape, kstrides)
         result[k] = flipped(_output_max(src, origin, nr, rshape, rstrides, step, False, flip)[0], flip)

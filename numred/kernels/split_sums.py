@@ -19,11 +19,11 @@ from .reading import every_other_span
 
 
 @njit(fastmath=False)  # a square is rounded by itself, as NumPy's np.square rounds it
-def _float64_term(x, mode, shift):
+def _float64_term(x, term, shift):
     """x * shift (SUM), |x| (SUM_ABS: positive terms, as squares, for the bounds below) or x * x."""
-    if mode == SUM:
+    if term == SUM:
         return x * shift
-    return abs(x) if mode == SUM_ABS else x * x
+    return abs(x) if term == SUM_ABS else x * x
 
 
 # The split passes are bound by their floating-point additions: five per element (two to split, one
@@ -95,7 +95,7 @@ STRIDED_SPLIT_MIN_RUN = 32
 
 @functools.cache
 def _float64_run_for(contiguous):
-    """float64_run(src, offset, n, step, mode, shift, sigma): the sum of x * shift (SUM) or x * x
+    """float64_run(src, offset, n, step, term, shift, sigma): the sum of x * shift (SUM) or x * x
     (SUM_SQUARES) over one run of float64 data as an exact high part and a nearly exact low part (summed
     compensated by _add_run), where a plain vectorised sum is not. Each term is split at a power of two,
     sigma, of more than twice the sum of the terms' magnitudes: its high part, a multiple of
@@ -117,19 +117,19 @@ def _float64_run_for(contiguous):
     strided_one_pass = _float64_one_pass_for(False)
 
     @njit_for(contiguous, fastmath=FASTMATH)
-    def float64_run(src, offset, n, step, mode, shift, sigma):
+    def float64_run(src, offset, n, step, term, shift, sigma):
         # A literal step: an unknown one keeps LLVM from vectorising the loops. Each path slices src
         # itself: a slice handed down one more function costs extra on every short row.
         # shift: always 1, but for a rescaled mean after an overflow. Strided runs of any length take
         # the one-pass split: its passes over them run four sums each (_split_pass_strided).
         if contiguous or step == 1:
             if shift == 1.0 and n >= SPLIT_PASS_MIN_RUN:
-                return contiguous_one_pass(_view(src, offset, offset + n), n, 1, mode, sigma)
-            high, low = _float64_run_two_pass(_view(src, offset, offset + n), n, 1, mode, shift)
+                return contiguous_one_pass(_view(src, offset, offset + n), n, 1, term, sigma)
+            high, low = _float64_run_two_pass(_view(src, offset, offset + n), n, 1, term, shift)
             return high, low, 0.0
         if shift == 1.0:  # (step may be 0: a broadcast axis)
-            return strided_one_pass(_view(src, offset, len(src)), n, step, mode, sigma)
-        high, low = _float64_run_two_pass(_view(src, offset, len(src)), n, step, mode, shift)
+            return strided_one_pass(_view(src, offset, len(src)), n, step, term, sigma)
+        high, low = _float64_run_two_pass(_view(src, offset, len(src)), n, step, term, shift)
         return high, low, 0.0
 
     return float64_run
@@ -137,23 +137,23 @@ def _float64_run_for(contiguous):
 
 @functools.cache
 def _float64_one_pass_for(contiguous):
-    """one_pass(run, n, step, mode, sigma): float64_run over run[0], run[step], ..., n elements of
+    """one_pass(run, n, step, term, sigma): float64_run over run[0], run[step], ..., n elements of
     terms x (SUM) or x * x (SUM_SQUARES), usually in one pass; for a contiguous run (``contiguous``,
     a constant: step is 1) or a strided one."""
 
     @njit_for(contiguous, fastmath=FASTMATH)
-    def one_pass(run, n, step, mode, sigma):
+    def one_pass(run, n, step, term, sigma):
         if sigma > 0.0:
             if contiguous:
-                high, low, bound = _split_pass(run, n, mode, sigma)
+                high, low, bound = _split_pass(run, n, term, sigma)
             else:
-                high, low, bound = _split_pass_strided_run(run, n, step, mode, sigma)
+                high, low, bound = _split_pass_strided_run(run, n, step, term, sigma)
             if 2.0 * bound < sigma <= 16.0 * bound:
                 return high, low, sigma
         elif contiguous:
-            bound = _magnitude_bound(run, n, mode)
+            bound = _magnitude_bound(run, n, term)
         else:  # split at 0.0, each term is its own high part
-            bound = _split_pass_strided_run(run, n, step, mode, 0.0)[2]
+            bound = _split_pass_strided_run(run, n, step, term, 0.0)[2]
         if bound < 2.0**1020:
             # the power of two three binades above bound's: 4 * bound < sigma <= 8 * bound, inside
             # the window the next piece keeps it in (above) with room on both sides. Two binades
@@ -162,11 +162,11 @@ def _float64_one_pass_for(contiguous):
             # more than the window already allows.
             sigma = _bits_to_float64(((_float64_to_bits(bound) >> 52) + 3) << 52)
             if contiguous:
-                high, low, _ = _split_pass(run, n, mode, sigma)
+                high, low, _ = _split_pass(run, n, term, sigma)
             else:
-                high, low, _ = _split_pass_strided_run(run, n, step, mode, sigma)
+                high, low, _ = _split_pass_strided_run(run, n, step, term, sigma)
             return high, low, sigma
-        high, low = _float64_run_two_pass(run, n, step, mode, 1.0)
+        high, low = _float64_run_two_pass(run, n, step, term, 1.0)
         return high, low, 0.0
 
     return one_pass
@@ -186,13 +186,13 @@ _UNDERFLOW_ROOT = 2.0**-537  # sqrt(2**-1074)
 
 
 @njit(fastmath=FASTMATH)
-def _split_pass(run, n, mode, sigma):
+def _split_pass(run, n, term, sigma):
     """(high, low, bound) of the n elements of a contiguous run split at ``sigma`` (_float64_run_for;
     shift 1)."""
     one = _opaque_one()
     high = 0.0
     low = 0.0
-    if mode == SUM:
+    if term == SUM:
         squares = 0.0
         for i in range(n):
             x = run[i]
@@ -202,32 +202,32 @@ def _split_pass(run, n, mode, sigma):
             squares += x * x
         return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
     for i in range(n):
-        part_high, part_low = _split(_float64_term(run[i], mode, 1.0), sigma, one)
+        part_high, part_low = _split(_float64_term(run[i], term, 1.0), sigma, one)
         high += part_high * one
         low += part_low
     return high, low, (high + low) * _BOUND_ROUNDING
 
 
 @njit(fastmath=FASTMATH)
-def _split_pass_strided_run(run, n, step, mode, sigma):
+def _split_pass_strided_run(run, n, step, term, sigma):
     """_split_pass over run[0], run[step], ...: every other element over its span, other steps in four
     interleaved sums."""
     if step == 2 and n > 0:
-        return _split_pass_every_other(run, n, mode, sigma)
-    return _split_pass_strided(run, n, step, mode, sigma)
+        return _split_pass_every_other(run, n, term, sigma)
+    return _split_pass_strided(run, n, step, term, sigma)
 
 
 @njit(fastmath=FASTMATH)
-def _magnitude_bound(run, n, mode):
+def _magnitude_bound(run, n, term):
     """_split_pass's bound alone, for the first piece of a contiguous run."""
     total = 0.0
-    if mode == SUM:
+    if term == SUM:
         for i in range(n):
             x = run[i]
             total += x * x
         return (math.sqrt(n * total) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
     for i in range(n):
-        total += _float64_term(run[i], mode, 1.0)
+        total += _float64_term(run[i], term, 1.0)
     return total * _BOUND_ROUNDING
 
 
@@ -238,7 +238,7 @@ def _kept_if(value, keep):
 
 
 @njit(fastmath=FASTMATH)
-def _split_pass_every_other(run, n, mode, sigma):
+def _split_pass_every_other(run, n, term, sigma):
     """_split_pass over every other element as one pass over the whole span (every_other_span), with
     the parts of the elements in between zeroed by their bits (so that their NaN or inf never
     enters). The span lies inside the input's buffer (src spans all the memory the input touches),
@@ -252,7 +252,7 @@ def _split_pass_every_other(run, n, mode, sigma):
     one = _opaque_one()
     high = 0.0
     low = 0.0
-    if mode == SUM:
+    if term == SUM:
         squares = 0.0
         for i in range(span):
             keep = (i & 1) - 1  # all ones for even i, 0 for odd
@@ -264,7 +264,7 @@ def _split_pass_every_other(run, n, mode, sigma):
         return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
     for i in range(span):
         keep = (i & 1) - 1
-        part_high, part_low = _split(_float64_term(run[i], mode, 1.0), sigma, one)
+        part_high, part_low = _split(_float64_term(run[i], term, 1.0), sigma, one)
         high += _kept_if(part_high, keep) * one
         low += _kept_if(part_low, keep)
     return high, low, (high + low) * _BOUND_ROUNDING
@@ -272,7 +272,7 @@ def _split_pass_every_other(run, n, mode, sigma):
 
 # fastmath=False: with reassoc (as _split_pass has) the loop is much slower
 @njit(fastmath=False)
-def _split_pass_strided(run, n, step, mode, sigma):
+def _split_pass_strided(run, n, step, term, sigma):
     """_split_pass over a strided run (a step other than 1) in four sums of each kind, one per
     element in turn: a strided loop is not vectorised, and three chains of dependent additions
     (one per kind) would be bound by their latency.
@@ -285,37 +285,37 @@ def _split_pass_strided(run, n, step, mode, sigma):
     whole = n - n % 4
     for i in range(0, whole, 4):
         x0, x1, x2, x3 = run[i * step], run[(i + 1) * step], run[(i + 2) * step], run[(i + 3) * step]
-        part_high, part_low = _split(_float64_term(x0, mode, 1.0), sigma, one)
+        part_high, part_low = _split(_float64_term(x0, term, 1.0), sigma, one)
         high0, low0, squares0 = high0 + part_high, low0 + part_low, squares0 + x0 * x0
-        part_high, part_low = _split(_float64_term(x1, mode, 1.0), sigma, one)
+        part_high, part_low = _split(_float64_term(x1, term, 1.0), sigma, one)
         high1, low1, squares1 = high1 + part_high, low1 + part_low, squares1 + x1 * x1
-        part_high, part_low = _split(_float64_term(x2, mode, 1.0), sigma, one)
+        part_high, part_low = _split(_float64_term(x2, term, 1.0), sigma, one)
         high2, low2, squares2 = high2 + part_high, low2 + part_low, squares2 + x2 * x2
-        part_high, part_low = _split(_float64_term(x3, mode, 1.0), sigma, one)
+        part_high, part_low = _split(_float64_term(x3, term, 1.0), sigma, one)
         high3, low3, squares3 = high3 + part_high, low3 + part_low, squares3 + x3 * x3
     high, low = (high0 + high1) + (high2 + high3), (low0 + low1) + (low2 + low3)
     squares = (squares0 + squares1) + (squares2 + squares3)
     for i in range(whole, n):
         x = run[i * step]
-        part_high, part_low = _split(_float64_term(x, mode, 1.0), sigma, one)
+        part_high, part_low = _split(_float64_term(x, term, 1.0), sigma, one)
         high, low, squares = high + part_high, low + part_low, squares + x * x
-    if mode == SUM:
+    if term == SUM:
         return high, low, (math.sqrt(n * squares) + n * _UNDERFLOW_ROOT) * _BOUND_ROUNDING
     return high, low, (high + low) * _BOUND_ROUNDING
 
 
 @njit(fastmath=FASTMATH)
-def _float64_run_two_pass(run, n, step, mode, shift):
+def _float64_run_two_pass(run, n, step, term, shift):
     """_float64_run_for's fallback: sum |term| first, then split at a sigma from it; the plain sum of the
     terms where they are not finite or their magnitude is near overflow: there it is the IEEE
     answer (or is rescaled)."""
     magnitude = 0.0
     for i in range(n):
-        magnitude += abs(_float64_term(run[i * step], mode, shift))
+        magnitude += abs(_float64_term(run[i * step], term, shift))
     if not magnitude < 2.0**1021:  # inf, NaN, or too near overflow for sigma
         total = 0.0
         for i in range(n):
-            total += _float64_term(run[i * step], mode, shift)
+            total += _float64_term(run[i * step], term, shift)
         return total, 0.0
     sigma = _bits_to_float64(((_float64_to_bits(magnitude) >> 52) + 2) << 52)
     high = 0.0
@@ -323,44 +323,44 @@ def _float64_run_two_pass(run, n, step, mode, shift):
     # plain additions (a literal 1.0): these runs are short, and multiply-adds, whose latency is
     # longer, would slow them
     for i in range(n):
-        part_high, part_low = _split(_float64_term(run[i * step], mode, shift), sigma, 1.0)
+        part_high, part_low = _split(_float64_term(run[i * step], term, shift), sigma, 1.0)
         high += part_high
         low += part_low
     return high, low
 
 
-def float64_run(src, offset, n, step, mode, shift, sigma):
+def float64_run(src, offset, n, step, term, shift, sigma):
     """_float64_run_for's float64_run for float64 ``src``, the contiguous one where ``step`` is a
     literal 1; never reached for other data."""
 
 
 @overload(float64_run, prefer_literal=True, inline="always", jit_options={"fastmath": False})
-def _float64_run_gate(src, offset, n, step, mode, shift, sigma):
+def _float64_run_gate(src, offset, n, step, term, shift, sigma):
     if src.dtype == types.float64:
         run = _float64_run_for(_is_one(step))
-        return lambda src, offset, n, step, mode, shift, sigma: run(src, offset, n, step, mode, shift, sigma)
-    return lambda src, offset, n, step, mode, shift, sigma: (0.0, 0.0, sigma)
+        return lambda src, offset, n, step, term, shift, sigma: run(src, offset, n, step, term, shift, sigma)
+    return lambda src, offset, n, step, term, shift, sigma: (0.0, 0.0, sigma)
 
 
-def float64_one_pass(run, n, step, mode, sigma):
+def float64_one_pass(run, n, step, term, sigma):
     """_float64_one_pass_for's one_pass for float64 ``run``, the contiguous one where ``step`` is a
     literal 1; never reached for other data."""
 
 
 @overload(float64_one_pass, prefer_literal=True, inline="always", jit_options={"fastmath": False})
-def _float64_one_pass_gate(run, n, step, mode, sigma):
+def _float64_one_pass_gate(run, n, step, term, sigma):
     if run.dtype == types.float64:
         one_pass = _float64_one_pass_for(_is_one(step))
-        return lambda run, n, step, mode, sigma: one_pass(run, n, step, mode, sigma)
-    return lambda run, n, step, mode, sigma: (0.0, 0.0, sigma)
+        return lambda run, n, step, term, sigma: one_pass(run, n, step, term, sigma)
+    return lambda run, n, step, term, sigma: (0.0, 0.0, sigma)
 
 
-def float64_run_two_pass(run, n, step, mode, shift):
+def float64_run_two_pass(run, n, step, term, shift):
     """_float64_run_two_pass for float64 ``run``; never reached for other data."""
 
 
 @overload(float64_run_two_pass, inline="always", jit_options={"fastmath": False})
-def _float64_run_two_pass_gate(run, n, step, mode, shift):
+def _float64_run_two_pass_gate(run, n, step, term, shift):
     if run.dtype == types.float64:
-        return lambda run, n, step, mode, shift: _float64_run_two_pass(run, n, step, mode, shift)
-    return lambda run, n, step, mode, shift: (0.0, 0.0)
+        return lambda run, n, step, term, shift: _float64_run_two_pass(run, n, step, term, shift)
+    return lambda run, n, step, term, shift: (0.0, 0.0)

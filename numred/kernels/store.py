@@ -104,12 +104,12 @@ def _store_rounded_impl(result, k, value):
 
 
 @njit(fastmath=False)
-def _finish_sum(total, comp, mode, divisor, maximum):
+def _finish_sum(total, comp, term, divisor, maximum):
     """The result of one output from its compensated sum: sum / divisor (SUM, SUM_SQUARES), or
     max + log(sum) for SUM_EXP, where a non-finite max (NaN, +inf, or -inf for an all -inf set) is
     the answer itself. Stored into the result array, it is rounded once to its dtype."""
     value = compensated_value(total, comp)
-    if mode == SUM_EXP:
+    if term == SUM_EXP:
         return maximum + math.log(value) if math.isfinite(maximum) else maximum
     return value / divisor
 

@@ -6,7 +6,7 @@ running, and for forked children of a parent that launched on OpenMP (``numred._
 from __future__ import annotations
 
 from .._runtime import entry
-from .base import MODE_NAMES, SUM, SUM_ABS, SUM_SQUARES
+from .base import TERM_NAMES, SUM, SUM_ABS, SUM_SQUARES
 from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
 from .general import _float_sums_for, _int_sums_for, _max_keys_for, int_sum_exp
 from .integers import INT_TERMS
@@ -18,13 +18,13 @@ from .tiles import _float_tiles_for, _int_tiles_for
 # Two compiled variants of each kernel: a parallel launch costs microseconds (docs/architecture.md,
 # "Execution model"), so small inputs take the serial one. The compensated steps must not be
 # reassociated, so only the inner _float_run carries FASTMATH.
-# KERNELS names of the float kernels per mode: general layouts, single runs (rows._FLOAT_ROWS_FOR), single
+# KERNELS names of the float kernels per term: general layouts, single runs (rows._FLOAT_ROWS_FOR), single
 # tiles (_float_tiles_for) and single blocks (_float_blocks_for; log-sum-exps: float_blocks_log_sum_exp)
-FLOAT_SUMS = {mode: f"float_{name}" for mode, name in MODE_NAMES.items()}
-# by (mode, narrow): narrow tiles (tiles.narrow_tile) or one tile per task
-FLOAT_TILES = {(mode, narrow): FLOAT_SUMS[mode].replace("_sum", "_narrow_tiles_sum" if narrow else "_tiles_sum", 1)
-               for mode in (SUM, SUM_SQUARES, SUM_ABS) for narrow in (False, True)}
-FLOAT_BLOCKS = {mode: FLOAT_SUMS[mode].replace("_sum", "_blocks_sum", 1) for mode in (SUM, SUM_SQUARES, SUM_ABS)}
+FLOAT_SUMS = {term: f"float_{name}" for term, name in TERM_NAMES.items()}
+# by (term, narrow): narrow tiles (tiles.narrow_tile) or one tile per task
+FLOAT_TILES = {(term, narrow): FLOAT_SUMS[term].replace("_sum", "_narrow_tiles_sum" if narrow else "_tiles_sum", 1)
+               for term in (SUM, SUM_SQUARES, SUM_ABS) for narrow in (False, True)}
+FLOAT_BLOCKS = {term: FLOAT_SUMS[term].replace("_sum", "_blocks_sum", 1) for term in (SUM, SUM_SQUARES, SUM_ABS)}
 # the integer kernels by term (``term``: integers.INT_TERMS)
 INT_SUMS = {term: f"int_sums_{name}" for term, name in INT_TERMS.items()}  # the general walker
 INT_BLOCKS = {term: f"int_blocks_{name}" for term, name in INT_TERMS.items()}
@@ -38,9 +38,9 @@ PRODUCTS = {(kind, tiles): f"{kind}_products{'_tiles' if tiles else ''}"
             for kind in ("int", "float", "float64") for tiles in (False, True)}
 KERNELS = {
     name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
-    for name, fn in [(FLOAT_SUMS[mode], _float_sums_for(mode)) for mode in FLOAT_SUMS]
+    for name, fn in [(FLOAT_SUMS[term], _float_sums_for(term)) for term in FLOAT_SUMS]
     + [(name, _float_tiles_for(*mode_narrow)) for mode_narrow, name in FLOAT_TILES.items()]
-    + [(FLOAT_BLOCKS[mode], _float_blocks_for(mode)) for mode in FLOAT_BLOCKS]
+    + [(FLOAT_BLOCKS[term], _float_blocks_for(term)) for term in FLOAT_BLOCKS]
     + [(INT_SUMS[term], _int_sums_for(term)) for term in INT_SUMS]
     + [(INT_BLOCKS[term], _int_blocks_for(term)) for term in INT_BLOCKS]
     + [(INT_TILES[term], _int_tiles_for(term)) for term in INT_TILES]

@@ -43,18 +43,18 @@ def narrow_tile(n_inner, tile, n_reduced, step):
 
 
 @njit(fastmath=FASTMATH)
-def _narrow_rows4(run, first, mode, scale, acc):
+def _narrow_rows4(run, first, term, scale, acc):
     """acc[l] += the terms (x * scale (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of the four
     NARROW_ROW-element rows of ``run`` from ``first`` on, summed as a tree."""
     a = run[first:first + NARROW_ROW]
     b = run[first + NARROW_ROW:first + 2 * NARROW_ROW]
     c = run[first + 2 * NARROW_ROW:first + 3 * NARROW_ROW]
     d = run[first + 3 * NARROW_ROW:first + 4 * NARROW_ROW]
-    if mode == SUM:  # each term scaled, as in _float_columns
+    if term == SUM:  # each term scaled, as in _float_columns
         for l in range(NARROW_ROW):
             acc[l] += ((as_float64(a[l]) * scale + as_float64(b[l]) * scale)
                        + (as_float64(c[l]) * scale + as_float64(d[l]) * scale))
-    elif mode == SUM_ABS:
+    elif term == SUM_ABS:
         for l in range(NARROW_ROW):
             acc[l] += ((abs(as_float64(a[l])) + abs(as_float64(b[l]))) + (abs(as_float64(c[l])) + abs(as_float64(d[l]))))
     else:
@@ -64,22 +64,22 @@ def _narrow_rows4(run, first, mode, scale, acc):
 
 
 @njit(fastmath=FASTMATH)
-def _narrow_block_sums(src, offset, n, mode, scale, acc):
+def _narrow_block_sums(src, offset, n, term, scale, acc):
     """acc[l] += the terms (as in _float_run; SUM, SUM_SQUARES or SUM_ABS) of src[offset + p] for 0 <= p < n
     and p % NARROW_ROW == l: four rows per step (one row per step is much slower: each
     accumulator waits on its own store), then single rows and the last part."""
     run = _view(src, offset, offset + n)
     p = 0
     while p + 4 * NARROW_ROW <= n:
-        _narrow_rows4(run, p, mode, scale, acc)
+        _narrow_rows4(run, p, term, scale, acc)
         p += 4 * NARROW_ROW
     while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
-        _float_columns(src, offset + p, NARROW_ROW, 1, min(NARROW_ROW, n - p), mode, scale, acc[:0], 0, acc)
+        _float_columns(src, offset + p, NARROW_ROW, 1, min(NARROW_ROW, n - p), term, scale, acc[:0], 0, acc)
         p += NARROW_ROW
 
 
-def _float_tiles_for(mode, narrow):
-    """float_sums for the commonest tile layout, fixed to one ``mode`` (SUM, SUM_SQUARES or SUM_ABS) and to
+def _float_tiles_for(term, narrow):
+    """float_sums for the commonest tile layout, fixed to one ``term`` (SUM, SUM_SQUARES or SUM_ABS) and to
     uncompensated data (not float64, but for narrow tiles, NARROW_ROW): one reduced axis of
     ``n_reduced`` rows ``step`` apart over ``n_outer`` x ``n_inner`` outputs, the inner ones
     contiguous and cut into tiles of ``tile``, one chunk, and no wide rows (_rows_per_wide_row is
@@ -106,13 +106,13 @@ def _float_tiles_for(mode, narrow):
                         totals[:] = 0.0
                         comps[:] = 0.0
                         for p in range(0, n, BLOCK * NARROW_ROW):
-                            _narrow_block_sums(src, offset + p, min(BLOCK * NARROW_ROW, n - p), mode, scale, acc)
+                            _narrow_block_sums(src, offset + p, min(BLOCK * NARROW_ROW, n - p), term, scale, acc)
                             _fold(acc, totals, comps)
                         for w in range(n_inner):
                             store_rounded(result, outer * n_inner + w,
-                                          finished(_finish_sum(totals[w], comps[w], mode, divisor, 0.0), finish))
+                                          finished(_finish_sum(totals[w], comps[w], term, divisor, 0.0), finish))
                     else:  # (plain sums: only float64 needs the costlier compensated fold per block)
-                        _narrow_block_sums(src, offset, n, mode, scale, acc)
+                        _narrow_block_sums(src, offset, n, term, scale, acc)
                         for w in range(n_inner):
                             total = 0.0
                             for j in range(w, NARROW_ROW, n_inner):
@@ -130,13 +130,13 @@ def _float_tiles_for(mode, narrow):
             no_maxima = acc[:0]  # (SUM_EXP's)
             j = 0
             while j + 8 <= n_reduced:  # eight rows per call, then four, then one (_float_columns)
-                _float_columns(src, offset + j * step, step, 8, width, mode, scale, no_maxima, 0, acc)
+                _float_columns(src, offset + j * step, step, 8, width, term, scale, no_maxima, 0, acc)
                 j += 8
             if j + 4 <= n_reduced:
-                _float_columns(src, offset + j * step, step, 4, width, mode, scale, no_maxima, 0, acc)
+                _float_columns(src, offset + j * step, step, 4, width, term, scale, no_maxima, 0, acc)
                 j += 4
             while j < n_reduced:
-                _float_columns(src, offset + j * step, step, 1, width, mode, scale, no_maxima, 0, acc)
+                _float_columns(src, offset + j * step, step, 1, width, term, scale, no_maxima, 0, acc)
                 j += 1
             first = outer * n_inner + k0
             for w in range(width):
