@@ -19,7 +19,8 @@ if __name__ == "__main__":  # run as a script: the checkout's numred, not an ins
 
 import numred
 from numred import _reduction
-from numred._registry import OPS, SHARED_DOC
+from numred._op import SHARED_DOC
+from numred._registry import OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 STUB = ROOT / "numred" / "__init__.pyi"
