@@ -58,11 +58,17 @@ def test_repeated_calls_that_are_one_launch_match_the_oracle(opname, kind, axes,
     elif opname in ("reduce_max", "reduce_min") and plan.parallel and not plan.single_run:  # keys, then values
         assert launch is None
     else:  # (ReduceL2 and LogSum of these dtypes too: the sum kernels take the root or the log)
-        assert launch is not None, "not kept as one launch"
-        serial_call, parallel_call = launch.calls
-        assert not isinstance(parallel_call if launch.parallel else serial_call, functools.partial), \
-            "repeats do not call the entry point"
+        _assert_repeats_call_the_entry_point(launch)
     assert x.tobytes() == before.tobytes(), "the input was modified"
+
+
+def _assert_repeats_call_the_entry_point(launch):
+    """The call was kept as one kernel launch, whose repeats call the compiled entry point of the
+    variant they run (not the first-call wrapper that resolves it)."""
+    assert launch is not None, "not kept as one launch"
+    serial_call, parallel_call = launch.calls
+    assert not isinstance(parallel_call if launch.parallel else serial_call, functools.partial), \
+        "repeats do not call the entry point"
 
 
 @pytest.mark.slow
@@ -85,11 +91,7 @@ def test_repeated_integer_calls_that_are_one_launch_match_the_oracle(opname, kin
         assert got.dtype == x.dtype and got.shape == expected.shape, call
         assert np.array_equal(got.astype(np.int64), expected), f"call {call}"
         assert not np.shares_memory(got, x)
-    launch = _REPEATS[key].launch
-    assert launch is not None, "not kept as one launch"
-    serial_call, parallel_call = launch.calls
-    assert not isinstance(parallel_call if launch.parallel else serial_call, functools.partial), \
-        "repeats do not call the entry point"
+    _assert_repeats_call_the_entry_point(_REPEATS[key].launch)
     assert x.tobytes() == before.tobytes(), "the input was modified"
 
 
