@@ -53,7 +53,7 @@ _NO_EXPONENTS = np.zeros(0, dtype=np.int64)  # and for the products kernels
 class KernelCall(NamedTuple):
     """One kernel call that computes and stores finished results: what ``kernel_call`` decides."""
 
-    kernels: tuple  # (serial, parallel) variants; parallel None for the serial-only kernels
+    kernels: tuple  # a Kernel (serial, parallel), or (a serial-only kernel, None)
     parallel: bool
     args: tuple  # after src (and keys), before the result
     carrier: np.dtype  # of src and of the result: the kernels' view of the dtype
@@ -84,7 +84,7 @@ THREADED_MIN_ELEMENTS_BY_TERM = {EXP: 1 << 15, PRODUCT: 1 << 16}
 
 
 def threaded(plan: Plan, term: int) -> bool:
-    """Whether the kernels of ``term`` on ``plan`` run on threads (their parallel variants)."""
+    """Whether the kernels of ``term`` on ``plan`` are launched on threads."""
     least = THREADED_MIN_ELEMENTS_BY_TERM.get(term, THREADED_MIN_ELEMENTS)
     return plan.parallel and plan.n_kept * plan.n_reduced >= least
 

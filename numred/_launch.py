@@ -8,10 +8,11 @@ import math
 
 import numba
 import numpy as np
+from numba import types
 
 from ._compute import KernelCall, Reduction, kernel_call
 from ._plan import Plan
-from ._runtime import get_num_threads, run
+from ._runtime import LAUNCH, LAUNCH_ALL, Kernel, get_num_threads, kernel_address, run
 from .kernels import finish
 
 
@@ -46,18 +47,28 @@ class OneLaunch:
         self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
 
     def _first_call(self, variant, src, *args):
-        kernel = self.kernels[variant]
         src = src.view(self.carrier)
         src.setflags(write=False)
         if self.keys is not None:
             args = (src.view(self.keys), *args[1:])
         typed = (src, *args[:-1], args[-1].view(self.carrier))
-        returned = kernel(*typed)
-        try:  # Numba internals: without them every call keeps going through the dispatcher
-            entry = kernel.overloads[tuple(numba.typeof(a) for a in typed)].entry_point
-        except (AttributeError, KeyError):
+        if not isinstance(self.kernels, Kernel):  # a serial-only kernel, (dispatcher, None)
+            dispatcher, leading = self.kernels[0], ()
+        else:
+            dispatcher, leading = self.kernels.dispatcher, (0, 1)
+        if variant == 1:
+            address, returns = kernel_address(dispatcher, typed)
+            launcher = LAUNCH_ALL if returns else LAUNCH
+            returned = launcher(address, get_num_threads(), *typed)
+            entry = _entry_point(launcher, (types.int64, types.int64,
+                                            types.BaseTuple.from_types(tuple(map(numba.typeof, typed)))))
+            if entry is not None:
+                self.calls[1] = functools.partial(_launch_at, entry, address)
             return returned
-        self.calls[variant] = entry
+        returned = dispatcher(*leading, *typed)
+        entry = _entry_point(dispatcher, tuple(numba.typeof(a) for a in (*leading, *typed)))
+        if entry is not None:
+            self.calls[0] = functools.partial(entry, *leading) if leading else entry
         return returned
 
     def repeat_call(self, n_kept: int, out_shape: tuple, threads: int):
@@ -101,3 +112,18 @@ def one_launch(reduction: Reduction, plan: Plan, dtype: np.dtype) -> OneLaunch |
     are and leaves a call whose results are not to the driver."""
     call = kernel_call(reduction, plan, dtype)
     return None if call is None else OneLaunch(call, dtype)
+
+
+def _entry_point(dispatcher, signature):
+    """The compiled entry point of ``dispatcher`` for ``signature`` (Numba internals: without them every
+    call keeps going through the dispatcher), or None."""
+    try:
+        return dispatcher.overloads[signature].entry_point
+    except (AttributeError, KeyError):
+        return None
+
+
+def _launch_at(entry, address, *args):
+    """A launcher's entry point called for the kernel at ``address`` in as many parts as Numba has
+    threads now (the launcher takes its star arguments as one tuple)."""
+    return entry(address, get_num_threads(), args)

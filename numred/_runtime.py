@@ -44,11 +44,16 @@ import stat
 import sys
 import tempfile
 import threading
-import types
+from types import FunctionType
+from typing import NamedTuple
 
 import numba
-from numba import njit
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba._dispatcher import compute_fingerprint
 from numba.core import event
+from numba.extending import intrinsic
 
 try:
     import fcntl
@@ -211,7 +216,7 @@ _install_cache_locators()
 def renamed_copy(fn, suffix: str):
     """A copy of the Python function ``fn`` (same code, globals and closure) whose qualified name ends
     in ``suffix``: Numba names compiled code and cache files after it."""
-    fn_copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    fn_copy = FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     fn_copy.__qualname__ = fn.__qualname__ + suffix
     return fn_copy
 
@@ -228,15 +233,13 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
     if fn is None:
         return lambda f: entry(f, parallel=parallel, name=name, **options)
     options.setdefault("fastmath", False)  # stated, as for every function in numred.kernels
-    # A parallel variant (an input of _compute.THREADED_MIN_ELEMENTS or more) releases the GIL: other
-    # Python threads run while it computes. A serial variant, on a small input, keeps it: its kernel
-    # takes about as long as handing the GIL to another thread and back, so releasing it slowed
-    # threads that call small inputs (docs/performance.md, "Busy machines and threads").
+    # The launchers (an input of _compute.THREADED_MIN_ELEMENTS or more) release the GIL: other
+    # Python threads run while a launch computes. A kernel called from Python, on a small input, keeps
+    # it: its work takes about as long as handing the GIL to another thread and back, so releasing it
+    # slowed threads that call small inputs (docs/performance.md, "Busy machines and threads").
     options.setdefault("nogil", parallel)
     if name is not None:
         fn.__qualname__ = name
-    if parallel:  # a renamed copy: its own cache files, next to the serial variant's
-        fn = renamed_copy(fn, "__parallel")
     try:
         dispatcher = njit(fn, cache=True, parallel=parallel, **options)
     except RuntimeError:  # "no locator available": nothing writable anywhere, compile in memory
@@ -300,6 +303,92 @@ def get_num_threads() -> int:
     return numba.get_num_threads()
 
 
+# ---------------------------------------------------------------------------------------------
+# kernels of tasks, and their launches on threads
+# ---------------------------------------------------------------------------------------------
+def _call_part(returns):
+    """An intrinsic ``call(address, part, parts, args)``: the compiled function at ``address`` (a
+    kernel's C entry point, kernel_address), called as ``kernel(part, parts, *args)``; it returns
+    what the kernel returns, ``returns`` (types.none or types.boolean). The call goes through the
+    address, so the launcher's code does not contain the kernel's: it is compiled once per argument
+    types, in a fraction of a second, where linking the kernel in costs its whole optimisation
+    again."""
+
+    @intrinsic
+    def call(typingctx, address, part, parts, args):
+        def codegen(context, builder, signature, values):
+            argument_types = [types.int64, types.int64, *args.types]
+            function_type = ir.FunctionType(context.get_value_type(returns),
+                                            [context.get_value_type(t) for t in argument_types])
+            function = builder.inttoptr(values[0], function_type.as_pointer())
+            returned = builder.call(function, [values[1], values[2], *(builder.extract_value(values[3], i)
+                                                                       for i in range(len(args.types)))])
+            return returned if returns == types.boolean else context.get_dummy_value()
+
+        return returns(types.int64, types.int64, types.int64, args), codegen
+
+    return call
+
+
+_call_part_none = _call_part(types.none)
+_call_part_boolean = _call_part(types.boolean)
+
+
+def _launch(address, parts, *args):
+    """The ``parts`` parts of a kernel's tasks on Numba's threads: the calling thread and the others
+    take parts as they come (TBB), and each part is the same tasks whichever thread computes it."""
+    for part in prange(parts):
+        _call_part_none(address, np.int64(part), parts, args)
+
+
+def _launch_all(address, parts, *args):
+    """_launch for the kernels that return whether all their outputs were decided: all of them."""
+    decided = np.empty(parts, dtype=np.bool_)
+    for part in prange(parts):
+        decided[part] = _call_part_boolean(address, np.int64(part), parts, args)
+    return decided.all()
+
+
+_ADDRESSES = {}  # {(dispatcher, argument fingerprints): (C entry point, returns a boolean)}
+_INT64 = (-(1 << 63), 1 << 63)
+
+
+def kernel_address(dispatcher, args) -> tuple[int, bool]:
+    """The C entry point of ``dispatcher`` compiled for ``(part, parts, *args)`` (loaded from the disk
+    cache or compiled on first use) and whether it returns a boolean. Looked up by the arguments'
+    type fingerprints (Numba's own, C-fast); a Python int's also says whether it is an int64, as its
+    Numba type does."""
+    key = (dispatcher, *(compute_fingerprint(a) if type(a) is not int else _INT64[0] <= a < _INT64[1]
+                         for a in args))
+    found = _ADDRESSES.get(key)
+    if found is None:
+        signature = (types.int64, types.int64, *(numba.typeof(a) for a in args))
+        dispatcher.compile(signature)
+        compiled = dispatcher.overloads[signature]
+        address = compiled.library.get_pointer_to_function(compiled.fndesc.llvm_cfunc_wrapper_name)
+        found = _ADDRESSES[key] = (address, compiled.signature.return_type == types.boolean)
+    return found
+
+
+class Kernel(NamedTuple):
+    """A kernel compiled once, as one serial function of ``(part, parts, *args)`` that computes part
+    ``part`` of ``parts`` of its tasks, and its two ways to run: ``serial`` (all tasks in the calling
+    thread) and ``parallel`` (launch). The tasks are fixed by the input's shape, never by the parts or
+    the threads, so both give the same bits."""
+
+    dispatcher: object
+
+    def serial(self, *args):
+        return self.dispatcher(0, 1, *args)
+
+    def parallel(self, *args):
+        address, returns = kernel_address(self.dispatcher, args)
+        return (LAUNCH_ALL if returns else LAUNCH)(address, get_num_threads(), *args)
+
+    def __iter__(self):  # (serial, parallel), as run() takes them
+        return iter((self.serial, self.parallel))
+
+
 # Launches of the workqueue layer must not overlap (it aborts the process); the layer is known only
 # after Numba's first launch, so until then launches take this lock, without waiting for it.
 _workqueue_lock = threading.Lock()
@@ -309,10 +398,10 @@ _parallel_used = False
 
 
 def run(kernels, want_parallel: bool, *args):
-    """Call the parallel variant of ``kernels = (serial, parallel)`` when wanted and possible, else
-    the serial one (same tasks, same order, same result). No thread ever waits for another's launch:
-    where the threading layer does not allow concurrent launches (workqueue), a thread that finds
-    one running computes its own call serially."""
+    """Call ``kernels = (serial, parallel)`` (a Kernel, or a serial function and None) in parallel
+    when wanted and possible, else serially (same tasks, same order, same result). No thread ever
+    waits for another's launch: where the threading layer does not allow concurrent launches
+    (workqueue), a thread that finds one running computes its own call serially."""
     global _parallel_used, _concurrent_launches
     serial, parallel = kernels
     if not (want_parallel and _parallel_allowed):
@@ -344,3 +433,7 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+LAUNCH = entry(_launch, parallel=True)
+LAUNCH_ALL = entry(_launch_all, parallel=True)

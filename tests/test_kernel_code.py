@@ -25,9 +25,8 @@ def test_every_kernel_function_states_its_fastmath_flags():
     from numred.kernels.integers import INT_TERMS
     dispatchers = {f"{module.__name__}.{name}": obj for module in kernels.modules()
                    for name, obj in vars(module).items() if isinstance(obj, CPUDispatcher)}
-    for name, variants in kernels.table.KERNELS.items():
-        for variant in variants:
-            dispatchers[f"{name} {variant.py_func.__qualname__}"] = variant
+    for name, kernel in kernels.table.KERNELS.items():
+        dispatchers[f"{name} {kernel.dispatcher.py_func.__qualname__}"] = kernel.dispatcher
     # the serial family's kernels, made by factories on first use
     for kernel in ([serial.float_sums(term, float64) for term in (base.SUM, base.SUM_SQUARES, base.SUM_ABS)
                     for float64 in (0, 1)]

@@ -39,13 +39,15 @@ from threads import with_threads
 # ---- the GIL and Python threads ------------------------------------------------------------------
 
 
-def test_parallel_variants_release_the_gil_and_serial_ones_keep_it():
+def test_launches_release_the_gil_and_serial_calls_keep_it():
     # (a small input's kernel takes about as long as handing the GIL to another thread and back)
-    pairs = list(table.KERNELS.values()) + [rows.float_rows(mode, rows.ROWS_GENERAL) for mode in (0, 1)]
-    assert pairs
-    for serial, parallel in pairs:
-        assert parallel.targetoptions.get("nogil") is True, parallel.py_func.__qualname__
-        assert not serial.targetoptions.get("nogil"), serial.py_func.__qualname__
+    kernels = list(table.KERNELS.values()) + [rows.float_rows(mode, rows.ROWS_GENERAL) for mode in (0, 1)]
+    assert kernels
+    for launcher in (_runtime.LAUNCH, _runtime.LAUNCH_ALL):
+        assert launcher.targetoptions.get("nogil") is True and launcher.targetoptions.get("parallel")
+    for kernel in kernels:
+        assert not kernel.dispatcher.targetoptions.get("nogil"), kernel.dispatcher.py_func.__qualname__
+        assert not kernel.dispatcher.targetoptions.get("parallel"), kernel.dispatcher.py_func.__qualname__
 
 
 def test_another_thread_runs_while_a_kernel_computes():
@@ -179,6 +181,18 @@ def test_eight_threads_at_once(layer):
         """
         import threading
         check_all()                                   # compile first: the threads then only run
+
+        class CountingLock:  # the workqueue layer's lock: refused when another thread's launch runs
+            def __init__(self, lock):
+                self.lock, self.refused = lock, 0
+            def acquire(self, blocking=True):
+                got = self.lock.acquire(blocking)
+                self.refused += not got
+                return got
+            def release(self):
+                self.lock.release()
+
+        lock = numred._runtime._workqueue_lock = CountingLock(numred._runtime._workqueue_lock)
         barrier = threading.Barrier(8)
         failures = []
         def worker():
@@ -193,11 +207,9 @@ def test_eight_threads_at_once(layer):
         for t in threads: t.join(timeout=300)
         assert not any(t.is_alive() for t in threads), "deadlock"
         assert not failures, failures
-        # every thread launched its own parallel kernels where the layer allows it: none ran (or
-        # compiled) a serial variant
-        from numred.kernels import table
-        ran_serial = [name for name, (serial, _) in table.KERNELS.items() if serial.signatures]
-        assert not ran_serial or numba.threading_layer() == "workqueue", ran_serial
+        # every thread launched its own kernels where the layer allows it: none found another's
+        # launch running and computed serially instead
+        assert lock.refused == 0 or numba.threading_layer() == "workqueue", lock.refused
         print("ok", numba.threading_layer())
         """
     ).replace("import threading", "import threading, numba")

@@ -154,6 +154,14 @@ def _walker(dims, kept_ndim):
 
 
 @njit(fastmath=False)
+def share(n_tasks, part, parts):
+    """The tasks [first, end) of part ``part`` of ``parts`` of a kernel's ``n_tasks`` tasks: every kernel
+    Python calls takes (part, parts) first, computes those tasks, and is compiled once, for a serial
+    call (0, 1) and for each part of a parallel launch (numred._runtime.Kernel) alike."""
+    return n_tasks * part // parts, n_tasks * (part + 1) // parts
+
+
+@njit(fastmath=False)
 def _n_tasks(kshape, tile, nchunks):
     rows = np.prod(kshape) // kshape[-1]
     return rows * ((kshape[-1] + tile - 1) // tile) * nchunks

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .base import SUM_EXP, _U64, _borrowed, njit_for
+from .base import SUM_EXP, _U64, _borrowed, njit_for, share
 from .decode import as_wide
 from .integers import (HALVES_BLOCK, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, _term_run,
                        halves_run)
@@ -36,10 +36,11 @@ def _float_blocks_for(term):
     same bits for any grouping, so there are ``groups`` of them, one per thread (the plan's). Reading
     in memory order is what makes this faster than float_sums on such layouts."""
 
-    def float_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale, divisor, finish,
+    def float_blocks(part, parts, src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale, divisor, finish,
                      result):
         src = _borrowed(src)
-        for group in prange(groups):
+        first_task, end_task = share(groups, part, parts)
+        for group in range(first_task, end_task):
             k0, width = _group_of_outputs(group, n_kept, groups)
             totals = np.zeros(width)
             comps = np.zeros(width)
@@ -63,10 +64,11 @@ def _int_blocks_for(term):
     uint64 sum (exact: the order does not matter); finished into uint64 bits as int_rows does
     (divided by ``count``)."""
 
-    def int_blocks(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, count, result):
+    def int_blocks(part, parts, src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, count, result):
         src = _borrowed(src)
         count = _U64(count)
-        for group in prange(groups):
+        first_task, end_task = share(groups, part, parts)
+        for group in range(first_task, end_task):
             k0, width = _group_of_outputs(group, n_kept, groups)
             low = np.zeros(width, dtype=np.uint64)
             high = np.zeros(width, dtype=np.uint64)
@@ -109,7 +111,7 @@ _float_group_maxima = _group_maxima_for(True)
 _int_group_maxima = _group_maxima_for(False)
 
 
-def float_blocks_log_sum_exp(src, keys, inf_bits, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups,
+def float_blocks_log_sum_exp(part, parts, src, keys, inf_bits, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups,
                              result):
     """Float log-sum-exp of single-block plans, the maxima and the sums of a group of outputs in one
     task (as float_rows_log_sum_exp does for rows): ``keys`` is src's memory viewed as signed
@@ -117,7 +119,8 @@ def float_blocks_log_sum_exp(src, keys, inf_bits, base, n_kept, kept_stride, n_o
     and then a sum kernel were two parallel loops to compile on a first call, the slowest first calls.)"""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
-    for group in prange(groups):
+    first_task, end_task = share(groups, part, parts)
+    for group in range(first_task, end_task):
         k0, width = _group_of_outputs(group, n_kept, groups)
         origin = base + k0 * kept_stride
         best_of, top_magnitude_of = _float_group_maxima(keys, origin, width, kept_stride, n_outer, outer_stride,
@@ -138,15 +141,16 @@ def float_blocks_log_sum_exp(src, keys, inf_bits, base, n_kept, kept_stride, n_o
             store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], SUM_EXP, 1.0, maxima[w]))
 
 
-def int_blocks_log_sum_exp(src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, type_max, result):
+def int_blocks_log_sum_exp(part, parts, src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, type_max, result):
     """Integer log-sum-exp of single-block plans, the maxima and the exp sums of a group of outputs in
     one task (as float_blocks_log_sum_exp), into ``result`` of the input dtype; False if a result
     does not fit it (``type_max``) or is not decided, for the caller to raise (as
     rows.int_rows_log_sum_exp)."""
     src = _borrowed(src)
     count = n_outer * n_inner
-    fits = np.empty(n_kept, dtype=np.bool_)
-    for group in prange(groups):
+    all_fit = True
+    first_task, end_task = share(groups, part, parts)
+    for group in range(first_task, end_task):
         k0, width = _group_of_outputs(group, n_kept, groups)
         origin = base + k0 * kept_stride
         lowest = lowest_key(src[base])
@@ -157,5 +161,6 @@ def int_blocks_log_sum_exp(src, base, n_kept, kept_stride, n_outer, outer_stride
                 totals[w] += _int_exp_run(src, origin + i * outer_stride + w * kept_stride, n_inner, 1,
                                           as_wide(best_of[w]))
         for w in range(width):
-            result[k0 + w], fits[k0 + w] = _int_log_sum_exp(as_wide(best_of[w]), totals[w], count, type_max)
-    return fits.all()
+            result[k0 + w], fits = _int_log_sum_exp(as_wide(best_of[w]), totals[w], count, type_max)
+            all_fit &= fits
+    return all_fit

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, _next_run, _offset_of, _task, _walker,
+from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, share, _next_run, _offset_of, _task, _walker,
                    _view)
 from .columns import _float_columns, _fold
 from .decode import as_wide
@@ -56,7 +56,7 @@ def _float_sums_for(term):
     then keeps only that term's loops and inlines them. With the term a runtime argument the per-row
     call and its set-up would not be optimised away, a real cost on short rows."""
 
-    def float_sums(src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, finish,
+    def float_sums(part, parts, src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, finish,
                    result):
         """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES),
         exp(x - maxima[k]) (SUM_EXP) or |x| (SUM_ABS). With tile > 1 a task walks the reduced rows of
@@ -70,7 +70,8 @@ def _float_sums_for(term):
         src, maxima = _borrowed(src), _borrowed(maxima)
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         block = compensation_block(src)
-        for task in prange(_n_tasks(kshape, tile, nchunks)):
+        first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
+        for task in range(first_task, end_task):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
             if tile == 1:
@@ -161,7 +162,7 @@ def _int_sums_for(term):
     """The int_sums kernel for one term, fixed at compile time (``term``: SUM for the exact
     sum, True for x * x, SUM_ABS for |x|; integers.term_bits)."""
 
-    def int_sums(src, base, dims, kept_ndim, nchunks, tile, count, out_low, out_high, result):
+    def int_sums(part, parts, src, base, dims, kept_ndim, nchunks, tile, count, out_low, out_high, result):
         """term SUM: exact 128-bit two's-complement sum (low, high words); otherwise the sum
         of x*x or |x| modulo 2**64 (low word only). Tiles (and wide rows) as in float_sums. With one
         chunk per output the task finishes it into ``result`` (uint64 bits): the exact mean over
@@ -169,7 +170,8 @@ def _int_sums_for(term):
         for finish_int_mean / finish_int_squares."""
         src = _borrowed(src)
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
-        for task in prange(_n_tasks(kshape, tile, nchunks)):
+        first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
+        for task in range(first_task, end_task):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
             low = np.zeros(width, dtype=np.uint64)
@@ -242,10 +244,11 @@ def _max_keys_for(float_bits, tiles):
     ``tiles`` (a constant, with float_bits) says whether the tasks are tiles of outputs (tile > 1) or
     single outputs: a first call compiles the code of only one of them, as compiling both is slow."""
 
-    def max_keys(src, base, dims, kept_ndim, nchunks, tile, inf_bits, flip, out_max, out_nans):
+    def max_keys(part, parts, src, base, dims, kept_ndim, nchunks, tile, inf_bits, flip, out_max, out_nans):
         src = _borrowed(src)
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
-        for task in prange(_n_tasks(kshape, tile, nchunks)):
+        first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
+        for task in range(first_task, end_task):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
             lowest = lowest_key(src[origin])
@@ -298,7 +301,7 @@ def _max_keys_for(float_bits, tiles):
     return max_keys
 
 
-def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, count, type_max, result, fits):
+def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, count, type_max, result, fits):
     """Sum of exp(x - max) per (output, chunk), each term looked up by the exact integer distance
     max - x (exp_of_minus_distance). With tile > 1 a task reads the reduced rows of ``tile``
     neighbouring outputs (narrow ones back to back as wide rows), as float_sums does, instead of one
@@ -311,7 +314,8 @@ def int_sum_exp(src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, co
     finishing pass would be a large share of the whole."""
     src, maxima = _borrowed(src), _borrowed(maxima)
     kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
-    for task in prange(_n_tasks(kshape, tile, nchunks)):
+    first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
+    for task in range(first_task, end_task):
         k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
         origin = base + _offset_of(k0, kshape, kstrides)
         if tile == 1:

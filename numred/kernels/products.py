@@ -33,10 +33,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
-from .base import (_U64, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
+from .base import (_U64, share, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
                    _offset_of, _task, _walker, _view, inlined)
 from .decode import as_bits, as_float32_bits, as_float64
 from .general import _rows_per_wide_row
@@ -322,7 +322,7 @@ def _products_for(floats, float64, tiles):
     tiles' code beside the runs' would make a first call much slower)."""
     group = 1 if float64 else NARROW_GROUP  # factors between renormalisations (module docstring)
 
-    def products(src, base, dims, kept_ndim, nchunks, tile, out_mantissas, out_exponents, result):
+    def products(part, parts, src, base, dims, kept_ndim, nchunks, tile, out_mantissas, out_exponents, result):
         """Per task (``width`` outputs from k0: one, or a tile of neighbouring ones; a chunk c of the
         reduced range) the partials of output k at k * nchunks + c: floats the (mantissa, exponent)
         of the product, integers its wrapping uint64 bits (in out_exponents). With an empty
@@ -331,7 +331,8 @@ def _products_for(floats, float64, tiles):
         turn (rather than a strided column walk per output, which is slow)."""
         src = _borrowed(src)
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
-        for task in prange(_n_tasks(kshape, tile, nchunks)):
+        first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
+        for task in range(first_task, end_task):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
             origin = base + _offset_of(k0, kshape, kstrides)
             if not tiles:

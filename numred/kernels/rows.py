@@ -8,13 +8,12 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .._runtime import entry
-from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view
+from .._runtime import Kernel, entry
+from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view, share
 from .columns import _fold
 from .decode import as_float64, as_wide
-from .finish import _combined_sum
 from .integers import (HALVES_BLOCK, INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
                        _int_runs4, _term_run, isqrt64, squares_and_largest_run)
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
@@ -24,12 +23,13 @@ from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE
 from .runs import _add_run, _float_row, _float_run, _float_runs4
 from .split_sums import (ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN,
                          float64_one_pass, float64_run_two_pass)
+from .states import compensated_value
 from .store import _finish_sum, compensation_block, finished, store_rounded
 
-# Columns of a strided view (float_rows): tasks (chunks of the rows), at most; rows per chunk, at
-# least; rows, at least.
+# Columns of a strided view (float_rows): tasks (groups of neighbouring outputs), at most; outputs
+# per group, at least (the part of each row a task reads); rows, at least.
 COLUMN_TASKS = 16
-COLUMN_CHUNK_MIN_ROWS = 64
+COLUMN_GROUP_MIN_WIDTH = 256
 # Columns of fewer rows stay one output at a time: neighbouring outputs then find their rows'
 # cache lines still in L1, which reading by rows would not beat.
 COLUMN_MIN_ROWS = 128
@@ -94,35 +94,31 @@ def float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scal
 
 def _columns_for(term):
     """ROWS_COLUMNS: columns of a strided view (x[:, ::2] over axis 0). The outputs lie along each
-    row, so whole rows are read in turn, in tasks of a chunk of the rows each (their count fixed by
-    the shape: results do not depend on the threads; parts of rows per task, as tiles, can do worse
-    even than one output at a time), summed as float tiles are (plain sums of up to ``block`` rows,
-    folded compensated), the chunks combined after. One output at a time, each column would run
-    through thousands of pages. Not for float16 sums of squares, which are slower here than one
-    output at a time (the same loop outside this kernel runs as fast as the sums; cause not found)."""
+    row, so whole rows are read in turn: each task takes a group of neighbouring outputs (their
+    count fixed by the shape, so results do not depend on the threads) and reads its part of every
+    row, summed as float tiles are (plain sums of up to ``block`` rows, folded compensated). One
+    output at a time, each column would run through thousands of pages. Not for float16 sums of
+    squares, which are slower here than one output at a time (the same loop outside this kernel
+    runs as fast as the sums; cause not found)."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
+                   result):
         src = _borrowed(src)
         block = compensation_block(src)
-        nchunks = 1
-        while 2 * nchunks <= COLUMN_TASKS and 2 * nchunks * COLUMN_CHUNK_MIN_ROWS <= n_reduced:
-            nchunks *= 2  # a power of two: an even share for 2, 4, 8 threads
-        rows_per_chunk = -(-n_reduced // nchunks)
-        totals = np.zeros((nchunks, n_kept))  # at most 1/16 of the bytes the input spans
-        comps = np.zeros((nchunks, n_kept))
-        for c in prange(nchunks):
-            acc = np.zeros(n_kept)
-            first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
-            for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
-                for j in range(j0, min(j0 + block, end)):
-                    _add_strided_row(acc, src, base + j * step, kept_stride, term, scale)
-                _fold(acc, totals[c], comps[c])
-        # each output's partials next to each other, as _combined_sum takes them (folding into
-        # columns of an output-major array instead is slower)
-        totals = np.ascontiguousarray(totals.T).ravel()
-        comps = np.ascontiguousarray(comps.T).ravel()
-        for k in range(n_kept):
-            store_rounded(result, k, finished(_combined_sum(totals, comps, k, nchunks) / divisor, finish))
+        groups = max(1, min(COLUMN_TASKS, n_kept // COLUMN_GROUP_MIN_WIDTH))
+        first_task, end_task = share(groups, part, parts)
+        for group in range(first_task, end_task):
+            k0, k1 = n_kept * group // groups, n_kept * (group + 1) // groups
+            acc = np.zeros(k1 - k0)
+            totals = np.zeros(k1 - k0)
+            comps = np.zeros(k1 - k0)
+            for j0 in range(0, n_reduced, block):  # one piece but for float64 (block: NEVER)
+                for j in range(j0, min(j0 + block, n_reduced)):
+                    _add_strided_row(acc, src, base + j * step + k0 * kept_stride, kept_stride, term, scale)
+                _fold(acc, totals, comps)
+            for k in range(k0, k1):
+                value = compensated_value(totals[k - k0], comps[k - k0])
+                store_rounded(result, k, finished(value / divisor, finish))
 
     return float_rows
 
@@ -133,9 +129,10 @@ def _plain_rows_for(term, contiguous):
     whose compensation and non-finite test only float64 sums need. The step of contiguous rows is the
     literal 1 (_float_run's contiguous loop). Not for SUM_EXP, which is bound by exp, not by memory."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src = _borrowed(src)
-        for k in prange(n_kept):
+        first_task, end_task = share(n_kept, part, parts)
+        for k in range(first_task, end_task):
             if contiguous:
                 total = _float_run(src, base + k * kept_stride, n_reduced, 1, term, scale)
             else:
@@ -150,9 +147,10 @@ def _four_rows_for(term):
     _rows_together says so): four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
     overhead; plain sums, as _plain_rows_for."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src = _borrowed(src)
-        for group in prange(-(-n_kept // 4)):
+        first_task, end_task = share(-(-n_kept // 4), part, parts)
+        for group in range(first_task, end_task):
             k0 = 4 * group
             if k0 + 4 <= n_kept:
                 sums = _float_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, term, scale)
@@ -182,10 +180,11 @@ def _one_pass_rows_for(term, contiguous):
     of the split function in the loop (the other is pruned at compile time): LLVM inlines a
     function called once, and a call for each step in one loop leaves both out of line."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src = _borrowed(src)
         rows_per_task = _float64_rows_per_task(n_kept)
-        for task in prange(-(-n_kept // rows_per_task)):
+        first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
+        for task in range(first_task, end_task):
             sigma = 0.0
             for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                 origin = base + k * kept_stride
@@ -205,10 +204,11 @@ def _pieces_rows_for(term):
     same bits). Through _float_row, whose calls LLVM leaves out of line, rows of several pieces cost
     more per element than rows of one piece; this way they cost no more."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src = _borrowed(src)
         rows_per_task = _float64_rows_per_task(n_kept)
-        for task in prange(-(-n_kept // rows_per_task)):
+        first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
+        for task in range(first_task, end_task):
             sigma = 0.0
             for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                 total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, term, 1.0)
@@ -224,9 +224,10 @@ def _two_pass_rows_for(term, contiguous):
     is the whole finish: what a compensated addition of low to high and _finish_sum's total +
     compensation would give (inf and NaN included)."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src = _borrowed(src)
-        for k in prange(n_kept):
+        first_task, end_task = share(n_kept, part, parts)
+        for k in range(first_task, end_task):
             origin = base + k * kept_stride
             if contiguous:
                 high, low = float64_run_two_pass(_view(src, origin, origin + n_reduced), n_reduced, 1, term, scale)
@@ -241,10 +242,11 @@ def _general_rows_for(term):
     """ROWS_GENERAL: any other rows (float64 rescaled sums, sums of exp(x - max)) through _float_row,
     which carries the sigma of the row before in its task (_float64_rows_per_task)."""
 
-    def float_rows(src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
         src, maxima = _borrowed(src), _borrowed(maxima)
         rows_per_task = _float64_rows_per_task(n_kept)
-        for task in prange(-(-n_kept // rows_per_task)):
+        first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
+        for task in range(first_task, end_task):
             sigma = 0.0
             for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
                 shift = maxima[k] if term == SUM_EXP else scale
@@ -287,11 +289,12 @@ def _int_rows_for(term, four):
     two's-complement bits; storing them into the input dtype keeps the low bits. The exact sums are
     divided by ``count`` (integers._int_mean: 1 for the wrapping sum itself)."""
 
-    def int_rows(src, base, kept_stride, n_kept, n_reduced, step, count, result):
+    def int_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, count, result):
         src = _borrowed(src)
         count = _U64(count)
         if four:
-            for group in prange(-(-n_kept // 4)):
+            first_task, end_task = share(-(-n_kept // 4), part, parts)
+            for group in range(first_task, end_task):
                 k0 = 4 * group
                 if k0 + 4 <= n_kept:
                     sums = _int_runs4(src, base + k0 * kept_stride, kept_stride, n_reduced, term)
@@ -308,7 +311,8 @@ def _int_rows_for(term, four):
                             result[k] = _int_mean_row(src, base + k * kept_stride, n_reduced, 1, count)
             return
         # rows one after another (ONE_STREAM_ROWS), strided rows, and 64-bit means
-        for k in prange(n_kept):
+        first_task, end_task = share(n_kept, part, parts)
+        for k in range(first_task, end_task):
             if term:
                 result[k] = _term_run(src, base + k * kept_stride, n_reduced, step, term)
             else:
@@ -317,14 +321,15 @@ def _int_rows_for(term, four):
     return int_rows
 
 
-def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_reduced, step, result):
+def float_rows_log_sum_exp(part, parts, src, keys, inf_bits, base, kept_stride, n_kept, n_reduced, step, result):
     """Float log-sum-exp of the single-run layout (float_rows), the max and the sum of each row in
     one task: the row is read twice while it is in the cache, and no maxima array is written and
     read back. ``keys`` is src's memory viewed as signed integers (max_keys). Separate max_keys and
     float_rows passes would cost more, mostly in the per-row set-up of the general max kernel."""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
-    for k in prange(n_kept):
+    first_task, end_task = share(n_kept, part, parts)
+    for k in range(first_task, end_task):
         origin = base + k * kept_stride
         lowest = lowest_key(keys[origin])
         best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest), 0)
@@ -332,22 +337,24 @@ def float_rows_log_sum_exp(src, keys, inf_bits, base, kept_stride, n_kept, n_red
         store_rounded(result, k, _float_row(src, origin, n_reduced, step, SUM_EXP, maximum, 0.0, 1.0)[0])
 
 
-def int_rows_log_sum_exp(src, base, kept_stride, n_kept, n_reduced, step, type_max, result):
+def int_rows_log_sum_exp(part, parts, src, base, kept_stride, n_kept, n_reduced, step, type_max, result):
     """Integer log-sum-exp of the single-run layout, the max and the sum of each row in one task (as
     float_rows_log_sum_exp), into ``result`` of the input dtype; False if a result does not fit it
     (``type_max``), for the caller to raise (as kernels.serial.serial_int_log_sum_exp)."""
     src = _borrowed(src)
-    fits = np.empty(n_kept, dtype=np.bool_)
-    for k in prange(n_kept):
+    all_fit = True
+    first_task, end_task = share(n_kept, part, parts)
+    for k in range(first_task, end_task):
         origin = base + k * kept_stride
         lowest = lowest_key(src[origin])
         top = as_wide(max_value_run(src, origin, n_reduced, step, lowest, lowest, 0)[0])
         total = _int_exp_run(src, origin, n_reduced, step, top)
-        result[k], fits[k] = _int_log_sum_exp(top, total, n_reduced, type_max)
-    return fits.all()
+        result[k], fits = _int_log_sum_exp(top, total, n_reduced, type_max)
+        all_fit &= fits
+    return all_fit
 
 
-def int_rows_l2(src, base, kept_stride, n_kept, n_reduced, step, largest_fit, root_max, result):
+def int_rows_l2(part, parts, src, base, kept_stride, n_kept, n_reduced, step, largest_fit, root_max, result):
     """Integer ReduceL2 of each row in one task: the largest |x| and the sum of squares modulo 2**64
     in one pass (integers.squares_and_largest_run). Where max |x| is at most ``largest_fit``
     (n * max|x|**2 < 2**64) that sum is the exact one and its isqrt the result, if at most
@@ -356,35 +363,38 @@ def int_rows_l2(src, base, kept_stride, n_kept, n_reduced, step, largest_fit, ro
     fit). The bound over the whole input, then a sum-of-squares kernel, would read the data three
     times."""
     src = _borrowed(src)
-    decided = np.empty(n_kept, dtype=np.bool_)
-    for k in prange(n_kept):
+    decided = True
+    first_task, end_task = share(n_kept, part, parts)
+    for k in range(first_task, end_task):
         origin = base + k * kept_stride
         squares, largest = squares_and_largest_run(src, origin, n_reduced, step)
         root = isqrt64(squares)
-        decided[k] = largest <= largest_fit and root <= root_max
+        decided &= largest <= largest_fit and root <= root_max
         result[k] = root
-    return decided.all()
+    return decided
 
 
-def int_largest_magnitudes(src, piece, result):
+def int_largest_magnitudes(part, parts, src, piece, result):
     """result[k] = max |x| over src[k * piece:(k + 1) * piece] (the last piece shorter), as uint64:
     the bound of integer ReduceL2 over an input's whole memory (numred._derived.squares_fit), one
     pass, where NumPy's min and max take two, single-threaded, and ReduceMin's and ReduceMax's
     kernels two."""
     src = _borrowed(src)
-    for k in prange(result.size):
+    first_task, end_task = share(result.size, part, parts)
+    for k in range(first_task, end_task):
         start = k * piece
         result[k] = squares_and_largest_run(src, start, min(piece, src.size - start), 1)[1]
 
 
-def float_rows_extrema(src, keys, base, kept_stride, n_kept, n_reduced, step, inf_bits, flip, result):
+def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_reduced, step, inf_bits, flip, result):
     """The max (with ``flip`` -1 the min, maxima.flipped) of each row of float data, one row per task,
     stored in ``result`` (the input's carrier dtype; exact); NaN where a row holds one. ``keys`` is
     src's memory as signed integers. It spares rows the general max kernel's per-output set-up and
     finishing pass, and a first call compiles much less code."""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
-    for k in prange(n_kept):
+    first_task, end_task = share(n_kept, part, parts)
+    for k in range(first_task, end_task):
         origin = base + k * kept_stride
         lowest = lowest_key(keys[origin])
         best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest), flip)
@@ -392,10 +402,11 @@ def float_rows_extrema(src, keys, base, kept_stride, n_kept, n_reduced, step, in
         store_rounded(result, k, value)
 
 
-def int_rows_extrema(src, base, kept_stride, n_kept, n_reduced, step, flip, result):
+def int_rows_extrema(part, parts, src, base, kept_stride, n_kept, n_reduced, step, flip, result):
     """The max (with ``flip`` -1 the min) of each row of integers, into ``result`` (the input dtype)."""
     src = _borrowed(src)
-    for k in prange(n_kept):
+    first_task, end_task = share(n_kept, part, parts)
+    for k in range(first_task, end_task):
         origin = base + k * kept_stride
         lowest = lowest_key(src[origin])
         result[k] = flipped(max_value_run(src, origin, n_reduced, step, lowest, lowest, flip)[0], flip)
@@ -403,16 +414,12 @@ def int_rows_extrema(src, base, kept_stride, n_kept, n_reduced, step, flip, resu
 
 @functools.cache
 def float_rows(term, variant):
-    """(serial, parallel) float_rows kernels of one term and variant (ROWS_*), made on first use."""
-    name = f"float_rows_{TERM_NAMES[term]}_{variant}"
-    fn = _FLOAT_ROWS_FOR[variant](term)
-    return entry(fn, name=name), entry(fn, name=name, parallel=True)
+    """The float_rows Kernel of one term and variant (ROWS_*), made on first use."""
+    return Kernel(entry(_FLOAT_ROWS_FOR[variant](term), name=f"float_rows_{TERM_NAMES[term]}_{variant}"))
 
 
 @functools.cache
 def int_rows(term, four):
-    """(serial, parallel) int_rows kernels: means or wrapping sums of squares or |x| (``term``,
-    as table.INT_TERMS), four rows at a time or one."""
-    name = f"int_rows_{INT_TERMS[term]}{'_four' if four else ''}"
-    fn = _int_rows_for(term, four)
-    return entry(fn, name=name), entry(fn, name=name, parallel=True)
+    """The int_rows Kernel: means or wrapping sums of squares or |x| (``term``, as table.INT_TERMS), four
+    rows at a time or one."""
+    return Kernel(entry(_int_rows_for(term, four), name=f"int_rows_{INT_TERMS[term]}{'_four' if four else ''}"))

@@ -1,11 +1,13 @@
-"""The parallel kernels the drivers launch by name: {name: (serial variant, parallel variant)}.
-The serial variant computes the same chunks in the same order: for inputs below the size where a
-launch on threads pays (``numred._compute.threaded``), for a thread that finds a workqueue launch
-running, and for forked children of a parent that launched on OpenMP (``numred._runtime``).
+"""The kernels the drivers launch by name: {name: Kernel}. Each is compiled once, as a serial function of
+(part, parts, ...) that computes its part of the tasks (``numred._runtime.Kernel``): called with
+(0, 1) for inputs below the size where a launch on threads pays (``numred._compute.threaded``), for a
+thread that finds a workqueue launch running, and for forked children of a parent that launched on
+OpenMP (``numred._runtime``); launched in parts on Numba's threads otherwise. Same tasks, same order,
+same bits.
 """
 from __future__ import annotations
 
-from .._runtime import entry
+from .._runtime import Kernel, entry
 from .base import TERM_NAMES, SUM, SUM_ABS, SUM_SQUARES
 from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
 from .general import _float_sums_for, _int_sums_for, _max_keys_for, int_sum_exp
@@ -15,9 +17,7 @@ from .rows import (float_rows_extrema, float_rows_log_sum_exp, int_largest_magni
                    int_rows_log_sum_exp)
 from .tiles import _float_tiles_for, _int_tiles_for
 
-# Two compiled variants of each kernel: a parallel launch costs microseconds (docs/architecture.md,
-# "Execution model"), so small inputs take the serial one. The compensated steps must not be
-# reassociated, so only the inner _float_run carries FASTMATH.
+# The compensated steps must not be reassociated, so only the inner _float_run carries FASTMATH.
 # KERNELS names of the float kernels per term: general layouts, single runs (rows._FLOAT_ROWS_FOR), single
 # tiles (_float_tiles_for) and single blocks (_float_blocks_for; log-sum-exps: float_blocks_log_sum_exp)
 FLOAT_SUMS = {term: f"float_{name}" for term, name in TERM_NAMES.items()}
@@ -37,7 +37,7 @@ MAX_KEYS = {(float_bits, tiles): f"max_{'float_keys' if float_bits else 'ints'}{
 PRODUCTS = {(kind, tiles): f"{kind}_products{'_tiles' if tiles else ''}"
             for kind in ("int", "float", "float64") for tiles in (False, True)}
 KERNELS = {
-    name: (entry(fn, name=name), entry(fn, name=name, parallel=True))
+    name: Kernel(entry(fn, name=name))
     for name, fn in [(FLOAT_SUMS[term], _float_sums_for(term)) for term in FLOAT_SUMS]
     + [(name, _float_tiles_for(*mode_narrow)) for mode_narrow, name in FLOAT_TILES.items()]
     + [(FLOAT_BLOCKS[term], _float_blocks_for(term)) for term in FLOAT_BLOCKS]

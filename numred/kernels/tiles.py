@@ -4,9 +4,9 @@ of 2-64 outputs back to back) read as blocks of rows.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .base import BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view
+from .base import BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view, share
 from .columns import _float_columns, _fold
 from .decode import as_float64
 from .integers import (_add_halves128, _int_columns, _int_columns4, _int_columns8, _int_mean,
@@ -89,14 +89,15 @@ def _float_tiles_for(term, narrow):
     ``narrow`` is a constant of the kernel, so that each compiles one parallel loop (with ``narrow``
     an argument, a first call would compile both)."""
 
-    def float_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, finish, result):
+    def float_tiles(part, parts, src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, finish, result):
         src = _borrowed(src)
         if narrow:
             n = n_reduced * n_inner
             compensated = compensation_block(src) < NEVER
             # several small blocks per task: its arrays are allocated once
             per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
-            for task in prange(-(-n_outer // per_task)):
+            first_task, end_task = share(-(-n_outer // per_task), part, parts)
+            for task in range(first_task, end_task):
                 acc = np.zeros(NARROW_ROW)
                 totals = np.zeros(n_inner if compensated else 0)
                 comps = np.zeros(n_inner if compensated else 0)
@@ -121,7 +122,8 @@ def _float_tiles_for(term, narrow):
                             store_rounded(result, outer * n_inner + w, finished(total / divisor, finish))
             return
         tiles_per_row = (n_inner + tile - 1) // tile
-        for task in prange(n_outer * tiles_per_row):
+        first_task, end_task = share(n_outer * tiles_per_row, part, parts)
+        for task in range(first_task, end_task):
             outer = np.int64(task) // tiles_per_row  # a prange index may be unsigned
             k0 = (np.int64(task) - outer * tiles_per_row) * tile
             width = min(tile, n_inner - k0)
@@ -157,12 +159,13 @@ def _int_tiles_for(term):
     output arrays, a kernel loaded from the disk cache ran markedly slower than in the process that
     compiled it.)"""
 
-    def int_tiles(src, base, n_outer, outer_stride, n_inner, n_reduced, count, result):
+    def int_tiles(part, parts, src, base, n_outer, outer_stride, n_inner, n_reduced, count, result):
         src = _borrowed(src)
         n = n_reduced * n_inner
         count = _U64(count)
         per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
-        for task in prange(-(-n_outer // per_task)):
+        first_task, end_task = share(-(-n_outer // per_task), part, parts)
+        for task in range(first_task, end_task):
             # the low halves (or wrapping squares) and high halves of each column, as in int_sums
             low_acc = low_accumulators(src, result, NARROW_ROW)
             high_acc = np.zeros(0 if term else NARROW_ROW, dtype=np.int64)
