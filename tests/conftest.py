@@ -39,8 +39,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # A session of at least this many tests calls nearly every kernel: they are compiled first, one process
 # per core (numred.tools.precompile), instead of one by one in this process as the tests reach them, which
 # was most of a cold run's time (CI: 18 of 21 minutes). A run of a few tests compiles only what it calls.
-# Without the serial variants that only forked children run (fork=False): the few tests of forks and
-# serial variants compile the ones they call (most of them are never called in a session).
 # NUMRED_PRECOMPILED=1 says the cache is filled already (.ci/run's `precompile` step): loading every
 # kernel again here, only to find it there, took CI half a minute.
 PRECOMPILE_MIN_TESTS = 200

@@ -115,7 +115,7 @@ def test_precompile_shards_each_dtype_by_the_operators_that_share_kernels():
 
 @pytest.fixture
 def precompile_tasks(monkeypatch):
-    """The tasks ``numred.tools.precompile`` hands its workers, as (function, dtype, forked, operators),
+    """The tasks ``numred.tools.precompile`` hands its workers, as (function, dtype, operators),
     recorded by a pool that does not run them."""
     from concurrent.futures import Future
 
@@ -133,31 +133,14 @@ def precompile_tasks(monkeypatch):
         def __exit__(self, *exc):
             return False
 
-        def submit(self, fn, name, forked, ops):
-            submitted.append((fn, name, forked, ops))
+        def submit(self, fn, name, ops):
+            submitted.append((fn, name, ops))
             future = Future()
             future.set_result((name, 0.0))
             return future
 
     monkeypatch.setattr(precompile, "ProcessPoolExecutor", RecordingPool)
     return submitted
-
-
-@pytest.mark.parametrize("argv,fork", [([], False), (["--fork"], True), (["--fork", "uint8"], ["uint8"]),
-                                       (["--fork", "int8", "uint8", "--processes", "1"], ["int8", "uint8"])])
-def test_precompile_compiles_the_serial_variants_of_the_dtypes_fork_names(argv, fork, precompile_tasks):
-    # `--fork` alone: the serial variants (what forked children run) of every dtype compiled;
-    # `--fork DTYPE ...`: of those only. Each task is handed to a worker with its own flag.
-    from numred.tools import precompile
-    from numred.tools.cli import main
-
-    assert main(["precompile", "--dtype", "int8", "--dtype", "uint8", *argv]) == 0
-    assert {fn for fn, *_ in precompile_tasks} == {precompile.compile_dtype}
-    assert {name for _, name, _, _ in precompile_tasks} == {"int8", "uint8"}
-    for _, name, forked, _ in precompile_tasks:
-        assert forked == (fork is True or (fork is not False and name in fork)), (name, forked)
-    with pytest.raises(ValueError, match="not among those compiled"):
-        precompile.precompile(["int8"], fork=["uint8"])
 
 
 def test_precompile_op_compiles_those_operators_only(precompile_tasks, capsys):
@@ -169,7 +152,7 @@ def test_precompile_op_compiles_those_operators_only(precompile_tasks, capsys):
     argv = ["precompile", "--op", "reduce_mean", "--op", "reduce_log_sum_exp", "--op", "reduce_l2",
             "--dtype", "float32", "--dtype", "int8"]
     assert main(argv) == 0
-    assert sorted((name, ops) for _, name, _, ops in precompile_tasks) == [
+    assert sorted((name, ops) for _, name, ops in precompile_tasks) == [
         ("float32", ("reduce_l2",)), ("float32", ("reduce_log_sum_exp",)), ("float32", ("reduce_mean",))]
     with pytest.raises(SystemExit):
         main(["precompile", "--op", "reduce_median"])

@@ -355,7 +355,7 @@ def digest():
                 h.update(getattr(numred, op.name)(view, axes).tobytes())
     return h.hexdigest()
 parallel = digest()
-if numba.config.NUMBA_NUM_THREADS == 2:  # (once is enough: the serial variants run on one thread)
+if numba.config.NUMBA_NUM_THREADS == 2:  # (once is enough: serial calls run on one thread)
     _runtime._parallel_allowed = False
     assert digest() == parallel, "a serial launch gave other bits than a parallel one"
 print(parallel)

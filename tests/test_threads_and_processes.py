@@ -222,7 +222,7 @@ def test_eight_threads_at_once(layer):
 @pytest.mark.slow
 def test_forked_pool_after_parallel_kernels():
     # GNU OpenMP aborts a forked child that starts a parallel region after the parent used one; numred's
-    # children of such a parent run the serial variants.
+    # children of such a parent call the same kernels serially.
     code = CHECKS + textwrap.dedent(
         """
         import multiprocessing, numba
@@ -232,8 +232,8 @@ def test_forked_pool_after_parallel_kernels():
             check_all()
             return i
         with multiprocessing.get_context("fork").Pool(2) as pool:
-            # one child first: it compiles the serial variants and saves them, and the other loads
-            # them (both compiling the same kernels at once took twice the time)
+            # one child first: it compiles what the parent did not and saves it, and the other loads
+            # it (both compiling the same kernels at once took twice the time)
             assert pool.apply(task, (6,)) == 6
             result = pool.map_async(task, range(6))
             assert result.get(timeout=300) == list(range(6))
@@ -364,16 +364,14 @@ def _copy_cache_written_before(moment: float, env: dict) -> int:
 @pytest.mark.slow
 def test_precompile_fills_the_cache_for_every_layout(tmp_path):
     # `python -m numred precompile` compiles every kernel family the plan layer picks: afterwards a
-    # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing;
-    # after `precompile --fork`, nor does one that runs serial kernels only, as a forked child does.
-    # int32 takes both the integer kernels and, for means of parallel tiles, the float ones; every
-    # operator, so that the ones built on other operators' kernels (L1, L2, LogSum) are covered too.
-    # After .ci/run's `precompile --fork` of every dtype (NUMRED_PRECOMPILED=1) the first check is
-    # of its cache, as it was before this session's tests compiled anything into it, instead of a
-    # second int32 precompile here (two CPU-minutes of CI). That cache holds the serial variants
-    # too, so there the check is of `--fork`'s parallel kernels; runs without NUMRED_PRECOMPILED
-    # check the default precompile. (A plain `precompile` step before the `--fork` one, to check
-    # it in CI, cost CI 90 s: the second step loads every kernel again, shard by shard.)
+    # process reducing all kinds of geometries (not only the ones precompile uses) compiles nothing,
+    # launching in parallel or, as a forked child of a parent that launched on OpenMP does, calling
+    # every kernel serially: each kernel is compiled once, for both. int32 takes both the integer
+    # kernels and, for means of parallel tiles, the float ones; every operator, so that the ones
+    # built on other operators' kernels (L1, L2, LogSum) are covered too. After .ci/run's
+    # `precompile` (NUMRED_PRECOMPILED=1) the check is of its cache, as it was before this session's
+    # tests compiled anything into it, instead of a second int32 precompile here (two CPU-minutes of
+    # CI).
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     code = CACHE_MISSES + textwrap.dedent(
         """
@@ -396,13 +394,12 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
         print(cache_misses())
         """
     )
-    precompile = "from numred.tools.cli import main; main(['precompile', '--dtype', 'int32', '--processes', '1'OPTIONS])"
+    precompile = "from numred.tools.cli import main; main(['precompile', '--dtype', 'int32', '--processes', '1'])"
     if os.environ.get("NUMRED_PRECOMPILED") == "1":
         assert _copy_cache_written_before(_COLLECTED_AT, env) > 0
     else:
-        assert run_python(precompile.replace("OPTIONS", ""), env=env).split()[0] == "int32"
+        assert run_python(precompile, env=env).split()[0] == "int32"
     assert int(run_python(code.replace("PARALLEL_ALLOWED", "True"), env=env)) == 0
-    assert run_python(precompile.replace("OPTIONS", ", '--fork'"), env=env).split()[0] == "int32"
     assert int(run_python(code.replace("PARALLEL_ALLOWED", "False"), env=env)) == 0
 
 
@@ -492,11 +489,9 @@ def test_read_only_package_and_home(tmp_path, temp_writable):
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
-    # A forked child of a process that ran parallel kernels runs their serial variants: same chunks,
-    # same order, so float results must be bit-identical, or a pool's results would depend on
-    # whether its parent had reduced something before forking. Every operator in one test per
-    # dtype: operators share kernels, which one process then compiles once where they are not
-    # precompiled (CI's `precompile --fork` compiles them; a session's own precompile does not).
+    # A forked child of a process that ran parallel kernels calls them serially: same tasks, same
+    # order, so float results must be bit-identical, or a pool's results would depend on whether its
+    # parent had reduced something before forking. Every operator in one test per dtype.
     from numred._frontend import as_supported_array, supported_dtypes
     from numred._reduction import CARRIERS
     from numred._plan import make_plan

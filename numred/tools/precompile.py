@@ -4,8 +4,8 @@ numred's kernels are compiled by Numba on their first call, per input type and k
 cached on disk; a cold first call of one operator on one dtype takes seconds, all of them several
 minutes. This runs one call of every operator on every layout family the plan layer picks (serial,
 parallel rows, tiles, blocks, chunked) for each dtype, in worker processes so that several cores
-compile at once; with ``--fork`` also the serial variants of the parallel kernels, which only forked
-children of a process that ran parallel kernels use. The work is sharded by dtype and, within a
+compile at once. Each kernel is compiled once and serves serial calls (small inputs, forked
+children) and parallel launches alike; the launcher is compiled per kernel argument types. The work is sharded by dtype and, within a
 dtype, by the operators that share kernels (``shards``), so that no two workers compile the same
 kernel and one dtype alone keeps every core busy. Saves to the cache are serialised across
 processes (``numred._runtime``), so the workers cannot corrupt it. Useful after an install (a
@@ -28,9 +28,7 @@ DESCRIPTION = """Compile numred's kernels into Numba's disk cache now, instead o
 A first call of an operator on a dtype compiles its kernels, which takes seconds; this compiles
 them all (every operator, every layout family, each dtype), one worker process per core. Run it
 once after installing, or when building a container image. With a warm cache it only loads them,
-in a few seconds. Forked children (multiprocessing's default start method on Linux) of a process
-that ran parallel kernels run serial variants of them, compiled on first use: --fork compiles
-those too (--fork DTYPE ...: of those dtypes only). --op compiles the kernels of the operators
+in a few seconds. --op compiles the kernels of the operators
 named only, in a fraction of the time."""
 
 _EVERY_OTHER = (slice(None), slice(None, None, 2))
@@ -40,8 +38,8 @@ LAYOUTS = (
     ((3, 2, 2), [1]),  # serial, general geometry
     ((9, 10), [1]),  # serial, one run per output
     ((9, 10), [0]),  # serial, a tile of outputs
-    # parallel plans, each once below _compute.THREADED_MIN_ELEMENTS (their kernels' serial variants,
-    # on the calling thread) and once above it (the parallel variants)
+    # parallel plans, each once below _compute.THREADED_MIN_ELEMENTS (a serial call on the calling
+    # thread: where the size picks another variant) and once above it (a launch)
     ((300, 200), [1]),  # parallel rows: four at a time (float64: one split pass each)
     ((700, 200), [1]),
     ((300, 400), [1], _EVERY_OTHER),  # strided rows
@@ -79,16 +77,6 @@ def dtype_names() -> list[str]:
 def _sample(shape, dtype):
     # small non-negative values: every integer log-sum-exp fits, no float sum overflows
     return (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
-
-
-def _single_run(x, axes) -> bool:
-    """Whether the plan reads ``x`` reduced over ``axes`` as one run per output: the row kernels,
-    whose serial variants every small input of the same kind of rows takes."""
-    from numred._reduction import CARRIERS
-    from numred._plan import make_plan
-
-    plan, _ = make_plan(x.view(CARRIERS.get(x.dtype, x.dtype)), tuple(range(x.ndim)) if axes is None else tuple(axes))
-    return bool(plan.single_run)
 
 
 def _dtype(name: str):
@@ -131,12 +119,9 @@ def shards(names: list[str], op_names: list[str] | None = None) -> list[tuple[st
     return tasks
 
 
-def compile_dtype(name: str, fork: bool = False, op_names: tuple[str, ...] | None = None) -> tuple[str, float]:
-    """Run every operator (or those of ``op_names``) on every layout for one dtype, parallel and, for
-    the row kernels, serial; with ``fork`` every layout serial too, as a forked child runs them (the
-    serial variants of the parallel kernels): (name, seconds)."""
+def compile_dtype(name: str, op_names: tuple[str, ...] | None = None) -> tuple[str, float]:
+    """Run every operator (or those of ``op_names``) on every layout for one dtype: (name, seconds)."""
     import numred
-    from numred import _runtime
     from numred._frontend import NARROW_INTS
     from numred._registry import OPS
 
@@ -148,16 +133,8 @@ def compile_dtype(name: str, fork: bool = False, op_names: tuple[str, ...] | Non
         x = _sample(shape, dtype)
         if view:
             x = x[view[0]]
-        serial_too = fork or _single_run(x, axes)
         for op in ops:
-            fn = getattr(numred, op.name)
-            fn(x, axes=axes)
-            if serial_too:
-                allowed, _runtime._parallel_allowed = _runtime._parallel_allowed, False
-                try:
-                    fn(x, axes=axes)
-                finally:
-                    _runtime._parallel_allowed = allowed
+            getattr(numred, op.name)(x, axes=axes)
     _partial_states(dtype, ops)
     return name, time.perf_counter() - start
 
@@ -176,41 +153,35 @@ def _partial_states(dtype, ops) -> None:
             _partials.finish_states(op, dtype, np.concatenate([states, states], axis=1), (1,), 20, False)
 
 
-def planned_tasks(dtypes: list[str] | None = None, fork: bool | list[str] = False,
-                  ops: list[str] | None = None) -> list[tuple[str, bool, tuple[str, ...]]]:
-    """The tasks of a precompile (precompile's arguments): (dtype name, serial variants too,
-    operator names) per shard; ValueError for an unknown dtype or operator, a fork dtype not among
-    those compiled, or operators none of the dtypes takes."""
+def planned_tasks(dtypes: list[str] | None = None, ops: list[str] | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """The tasks of a precompile (precompile's arguments): (dtype name, operator names) per shard;
+    ValueError for an unknown dtype or operator, or operators none of the dtypes takes."""
     from numred._registry import OPS
 
     names = dtype_names() if dtypes is None else list(dtypes)
-    forked = set(names) if fork is True else set(fork or ())
-    unknown = (set(names) | forked) - set(dtype_names())
+    unknown = set(names) - set(dtype_names())
     if unknown:
         raise ValueError(f"unknown dtype(s) {sorted(unknown)}; numred supports {', '.join(dtype_names())}")
-    if not forked <= set(names):
-        raise ValueError(f"fork dtype(s) {sorted(forked - set(names))} are not among those compiled ({', '.join(names)})")
     unknown_ops = set(ops or ()) - {op.name for op in OPS}
     if unknown_ops:
         raise ValueError(f"unknown operator(s) {sorted(unknown_ops)}; numred has {', '.join(op.name for op in OPS)}")
-    tasks = [(name, name in forked, group) for name, group in shards(names, ops)]
+    tasks = shards(names, ops)
     if not tasks:  # (int8 and uint8 have ReduceMax and ReduceMin only)
         raise ValueError(f"none of the operators {', '.join(ops or ())} takes the dtype(s) {', '.join(names)}")
     return tasks
 
 
 def precompile(dtypes: list[str] | None = None, processes: int | None = None, report=None,
-               fork: bool | list[str] = False, ops: list[str] | None = None, progress=None) -> None:
+               ops: list[str] | None = None, progress=None) -> None:
     """Compile (or load) the kernels of ``dtypes`` (default: all ten, dtype_names) in ``processes`` worker
-    processes (default: one per core), with ``fork`` the serial variants that forked children run
-    too (True: of every dtype compiled; a list: of those dtypes only), of the operators ``ops``
+    processes (default: one per core), of the operators ``ops``
     (names, default all); ``report(name, seconds)`` per dtype, when its last shard is done, with the
     seconds of all its shards (compile time, not wall time: they may run at once);
     ``progress(done, total, label)`` once before the first shard and after each one (Progress)."""
-    tasks = planned_tasks(dtypes, fork, ops)
+    tasks = planned_tasks(dtypes, ops)
     if progress is not None:
         progress(0, len(tasks), "")
-    names = list(dict.fromkeys(name for name, _, _ in tasks))
+    names = list(dict.fromkeys(name for name, _ in tasks))
     left = {name: sum(task[0] == name for task in tasks) for name in names}
     seconds = dict.fromkeys(names, 0.0)
     workers = max(1, min(processes or os.cpu_count() or 1, len(tasks)))
@@ -268,20 +239,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"compile this operator's kernels only (repeatable; one of {', '.join(op.name for op in OPS)})")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes (default: one per core)")
-    parser.add_argument("--fork", nargs="*", choices=dtype_names(), metavar="DTYPE",
-                        help="also the serial variants that forked children of a process that ran parallel kernels "
-                             "use: of every dtype compiled, or of the dtypes given")
 
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    fork = True if args.fork == [] else (args.fork or False)
     try:
-        planned_tasks(args.dtype, fork, args.op)
+        planned_tasks(args.dtype, args.op)
     except ValueError as error:  # (an argument error, before any work)
         print(f"numred precompile: {error}", file=sys.stderr)
         return 2
     precompile(args.dtype, args.processes, report=lambda name, s: print(f"{name:9s} {s:6.1f} s", flush=True),
-               fork=fork, ops=args.op, progress=Progress())
+               ops=args.op, progress=Progress())
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
