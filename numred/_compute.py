@@ -98,7 +98,8 @@ def _geometry(plan, src):
 
 
 def _launch(name, plan, term, *args):
-    return run(table.KERNELS[name], threaded(plan, term), *args)
+    parallel = threaded(plan, term)
+    return run(table.KERNELS[name], parallel, *args)
 
 
 def _narrow_tile(plan, itemsize):
@@ -117,7 +118,7 @@ def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall
     """The one kernel call that computes ``reduction`` of ``dtype`` data on ``plan`` and stores the
     finished results, or None where the computation takes several steps (chunk partials combined
     after the kernel; a log-sum-exp's max kernel, then its sum kernel; maxima and minima, whose keys
-    are turned back into values). A parallel plan below ``threaded``'s size calls the serial variant."""
+    are turned back into values). A parallel plan below ``threaded``'s size calls its kernel serially."""
     call = _single_call(reduction, plan, dtype)
     if call is None or not call.parallel or threaded(plan, reduction.term):
         return call
@@ -227,7 +228,8 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
     are compensated (of the single-tile kernels, only narrow tiles' are, _narrow_tile). ``finite``:
     KernelCall.finite."""
     term, finish = int(term), int(finish)  # (the kernels take plain ints)
-    if not plan.parallel and not plan.single_run:  # (single runs: the row kernels' serial variants)
+    narrow = _narrow_tile(plan, carrier.itemsize)
+    if not plan.parallel and not plan.single_run:  # (single runs: the row kernels, called serially)
         kernels = serial.float_sums(term, carrier == np.float64), None
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish
     elif plan.single_run:
@@ -235,8 +237,8 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
         kernels = rows.float_rows(term, rows.float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step,
                                                                 scale))
         args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish
-    elif plan.single_tile and term != EXP and (carrier != np.float64 or _narrow_tile(plan, carrier.itemsize)):
-        kernels = table.KERNELS[table.FLOAT_TILES[term, _narrow_tile(plan, carrier.itemsize)]]
+    elif plan.single_tile and term != EXP and (carrier != np.float64 or narrow):
+        kernels = table.KERNELS[table.FLOAT_TILES[term, narrow]]
         args = plan.base, *plan.single_tile, plan.tile, scale, divisor, finish
     elif plan.single_block and term != EXP:  # (log-sum-exps: _log_sum_exp_call)
         kernels = table.KERNELS[table.FLOAT_BLOCKS[term]]
@@ -255,7 +257,8 @@ def _int_call(plan, term, carrier, count):
     sum modulo 2**bits) or wrapping sum of squares (SQUARES) or of |x| (ABS) of ``carrier`` data that
     writes finished results itself, or None."""
     term = _int_kernel_term(term)
-    if plan.single_run:  # serial ones too: the row kernels' serial variants
+    narrow = _narrow_tile(plan, carrier.itemsize)
+    if plan.single_run:  # serial ones too: the row kernels, called serially
         n_kept, kept_stride, n_reduced, step = plan.single_run
         kernels = rows.int_rows(term, rows.int_rows_four(term, carrier, n_kept, n_reduced, step))
         args = plan.base, kept_stride, n_kept, n_reduced, step, count
@@ -265,7 +268,7 @@ def _int_call(plan, term, carrier, count):
     elif plan.single_block:
         kernels = table.KERNELS[table.INT_BLOCKS[term]]
         args = plan.base, *plan.single_block, count
-    elif _narrow_tile(plan, carrier.itemsize) and (term != SUM or carrier.itemsize == 8):  # (tiles._int_tiles_for)
+    elif narrow and (term != SUM or carrier.itemsize == 8):  # (tiles._int_tiles_for)
         n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
         kernels = table.KERNELS[table.INT_TILES[term]]
         args = plan.base, n_outer, outer_stride, n_inner, n_reduced, count
