@@ -10,10 +10,8 @@
   a fixed share, as OpenMP's does, waits a time slice for it); a call from any Python thread runs
   at the main thread's speed; and it is safe after ``fork`` and under concurrent launches. A layer
   the user chose (``NUMBA_THREADING_LAYER``) is kept.
-- ``entry``: ``njit(cache=True)`` for the functions Python calls, cached on disk; the parallel
-  variants release the GIL, so other Python threads run while they compute. Numba names cache files
-  after the function, not its options, so the ``parallel=True`` variant is compiled from a renamed
-  copy. When neither the package's ``__pycache__`` nor the user cache directory is writable,
+- ``entry``: ``njit(cache=True)`` for the functions Python calls, cached on disk; the launchers
+  release the GIL, so other Python threads run while a launch computes. When neither the package's ``__pycache__`` nor the user cache directory is writable,
   numred's own functions fall back to a private per-user directory under the system temp
   directory, and with no writable place at all they are compiled in memory: never an error at
   import. Their cache entries are stamped with a hash of all kernel modules
@@ -23,13 +21,17 @@
 - ``CompileNotice``: the first kernel compiled in a process says so once, through the ``numred``
   logger (silent unless the application shows INFO records): a first call that compiles takes
   seconds, where later ones take microseconds.
-- ``run``: the parallel variant of a kernel, or the serial one, which computes the same tasks in the
-  same order (the same bits). Under TBB and OpenMP any number of threads launch at once, with no
-  lock. Numba's workqueue layer aborts the process on concurrent launches: there a thread that
-  finds a launch running computes its call serially in its own thread instead of waiting. After
-  ``fork``, a child of a parent that launched on OpenMP (GNU libgomp is not fork-safe) runs the
-  serial variants (``python -m numred precompile --fork`` compiles them ahead); TBB children keep
-  launching in parallel.
+- ``Kernel``, ``LAUNCH``: each kernel is compiled once, as a serial function of ``(part, parts,
+  ...)`` over a task list fixed by the input's shape. A serial call computes every part, ``(0,
+  1)``; a parallel launch runs ``LAUNCH``, a ``prange`` over the parts that calls the kernel in
+  each through the address of its compiled C entry point (``kernel_address``), so the kernel's
+  code is not compiled again into a parallel variant: the launcher compiles in a fraction of a
+  second per argument types. Same tasks, same order, the same bits either way.
+- ``run``: a launch, or a serial call. Under TBB and OpenMP any number of threads launch at once,
+  with no lock. Numba's workqueue layer aborts the process on concurrent launches: there a thread
+  that finds a launch running computes its call serially in its own thread instead of waiting.
+  After ``fork``, a child of a parent that launched on OpenMP (GNU libgomp is not fork-safe) calls
+  its kernels serially; TBB children keep launching in parallel.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The compiled kernels as code, beyond their results: every kernel function states its fastmath
-flags (Numba would otherwise compile it with its first caller's), element helpers refuse the types
-they do not decode, and the sum kernels' store loops take no log that only ReduceLogSum asks for.
+flags (Numba would otherwise compile it with its first caller's), each kernel is compiled once for
+serial calls and parallel launches alike, element helpers refuse the types they do not decode, and
+the sum kernels' store loops take no log that only ReduceLogSum asks for.
 """
 from __future__ import annotations
 
@@ -39,6 +40,35 @@ def test_every_kernel_function_states_its_fastmath_flags():
     overloads = [line for line in source.splitlines() if line.startswith("@overload(")]
     assert len(overloads) > 10
     assert [line for line in overloads if "jit_options" not in line] == []
+
+
+def test_a_kernel_is_compiled_once_for_serial_calls_and_launches(monkeypatch):
+    # A parallel-size call launches its kernel on threads; the same call made serially (as a small
+    # input, or a forked child of a parent that launched on OpenMP, makes it) runs the same compiled
+    # function: no new signature, and no parallel=True copy of any kernel. The launcher is the only
+    # parallel function.
+    from numred import _launch, _runtime, kernels
+
+    launched_kernels = []
+    address_of = _runtime.kernel_address
+
+    def recording_address_of(dispatcher, args):
+        launched_kernels.append(dispatcher)
+        return address_of(dispatcher, args)
+
+    monkeypatch.setattr(_runtime, "kernel_address", recording_address_of)
+    monkeypatch.setattr(_launch, "kernel_address", recording_address_of)
+    x = np.random.default_rng(5).standard_normal((613, 877)).astype(np.float32)  # (a shape of its own)
+    expected = x.astype(np.float64).sum(axis=1).astype(np.float32)
+    launched = numred.reduce_sum(x, axes=[1], keepdims=0)
+    assert launched_kernels, "not launched"
+    signatures = {d: len(d.signatures) for d in launched_kernels}
+    monkeypatch.setattr(_runtime, "_parallel_allowed", False)
+    serial = numred.reduce_sum(x.copy(), axes=[1], keepdims=0)
+    assert {d: len(d.signatures) for d in launched_kernels} == signatures
+    assert launched.tobytes() == serial.tobytes() and np.array_equal(launched, expected)
+    assert [name for name, d in kernels.catalogue().items() if d.targetoptions.get("parallel")] == []
+    assert _runtime.LAUNCH.targetoptions.get("parallel") and _runtime.LAUNCH.signatures
 
 
 @pytest.mark.slow
