@@ -11,13 +11,13 @@
   at the main thread's speed; and it is safe after ``fork`` and under concurrent launches. A layer
   the user chose (``NUMBA_THREADING_LAYER``) is kept.
 - ``entry``: ``njit(cache=True)`` for the functions Python calls, cached on disk; the launchers
-  release the GIL, so other Python threads run while a launch computes. When neither the package's ``__pycache__`` nor the user cache directory is writable,
-  numred's own functions fall back to a private per-user directory under the system temp
-  directory, and with no writable place at all they are compiled in memory: never an error at
-  import. Their cache entries are stamped with a hash of all kernel modules
-  (``package_source_stamp``), not only their own. Saving a compiled kernel to the cache holds an
-  inter-process file lock, so that processes doing their first calls at once cannot corrupt each
-  other's cache index (numba#4807, #10128).
+  release the GIL, so other Python threads run while a launch computes. When neither the
+  package's ``__pycache__`` nor the user cache directory is writable, numred's own functions fall
+  back to a private per-user directory under the system temp directory, and with no writable
+  place at all they are compiled in memory: never an error at import. Their cache entries are
+  stamped with a hash of all kernel modules (``package_source_stamp``), not only their own. Saving
+  a compiled kernel to the cache holds an inter-process file lock, so that processes doing their
+  first calls at once cannot corrupt each other's cache index (numba#4807, #10128).
 - ``CompileNotice``: the first kernel compiled in a process says so once, through the ``numred``
   logger (silent unless the application shows INFO records): a first call that compiles takes
   seconds, where later ones take microseconds.

@@ -38,8 +38,9 @@ def modules() -> list:
 
 
 def catalogue() -> dict:
-    """Every kernel numred calls from Python: {name: dispatcher}. Kernels made on first use are made here (not compiled): for
-    precompile, the tests' cache-miss counts and their check that no two share a compiled name."""
+    """Every kernel numred calls from Python: {name: dispatcher}. Kernels made on first use are made
+    here (not compiled): for precompile, the tests' cache-miss counts and their check that no two
+    share a compiled name."""
     from numba.core.registry import CPUDispatcher
 
     from . import base, finish, rows, serial, table
@@ -49,7 +50,8 @@ def catalogue() -> dict:
     launched = dict(table.KERNELS)
     launched.update({f"float_rows {term} {variant}": rows.float_rows(term, variant)
                   for term in (base.SUM, base.SUM_SQUARES, base.SUM_ABS) for variant in range(rows.ROWS_GENERAL + 1)})
-    launched.update({f"int_rows {term} {four}": rows.int_rows(term, four) for term in INT_TERMS for four in (False, True)})
+    launched.update({f"int_rows {term} {four}": rows.int_rows(term, four)
+                     for term in INT_TERMS for four in (False, True)})
     kernels.update({name: kernel.dispatcher for name, kernel in launched.items()})
     # the serial float sums: means and sums (ReduceLogSum's too), sums of squares (ReduceL2's too) and of
     # |x| (ReduceL1)

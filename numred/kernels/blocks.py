@@ -36,8 +36,8 @@ def _float_blocks_for(term):
     same bits for any grouping, so there are ``groups`` of them, one per thread (the plan's). Reading
     in memory order is what makes this faster than float_sums on such layouts."""
 
-    def float_blocks(part, parts, src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale, divisor, finish,
-                     result):
+    def float_blocks(part, parts, src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, scale,
+                     divisor, finish, result):
         src = _borrowed(src)
         first_task, end_task = share(groups, part, parts)
         for group in range(first_task, end_task):
@@ -111,8 +111,8 @@ _float_group_maxima = _group_maxima_for(True)
 _int_group_maxima = _group_maxima_for(False)
 
 
-def float_blocks_log_sum_exp(part, parts, src, keys, inf_bits, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups,
-                             result):
+def float_blocks_log_sum_exp(part, parts, src, keys, inf_bits, base, n_kept, kept_stride, n_outer, outer_stride,
+                             n_inner, groups, result):
     """Float log-sum-exp of single-block plans, the maxima and the sums of a group of outputs in one
     task (as float_rows_log_sum_exp does for rows): ``keys`` is src's memory viewed as signed
     integers (max_keys), the sums are _float_blocks_for's, in its order, of exp(x - max). (A max kernel
@@ -141,7 +141,8 @@ def float_blocks_log_sum_exp(part, parts, src, keys, inf_bits, base, n_kept, kep
             store_rounded(result, k0 + w, _finish_sum(totals[w], comps[w], SUM_EXP, 1.0, maxima[w]))
 
 
-def int_blocks_log_sum_exp(part, parts, src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups, type_max, result):
+def int_blocks_log_sum_exp(part, parts, src, base, n_kept, kept_stride, n_outer, outer_stride, n_inner, groups,
+                           type_max, result):
     """Integer log-sum-exp of single-block plans, the maxima and the exp sums of a group of outputs in
     one task (as float_blocks_log_sum_exp), into ``result`` of the input dtype; False if a result
     does not fit it (``type_max``) or is not decided, for the caller to raise (as

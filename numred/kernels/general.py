@@ -56,8 +56,8 @@ def _float_sums_for(term):
     then keeps only that term's loops and inlines them. With the term a runtime argument the per-row
     call and its set-up would not be optimised away, a real cost on short rows."""
 
-    def float_sums(part, parts, src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor, finish,
-                   result):
+    def float_sums(part, parts, src, base, dims, kept_ndim, nchunks, tile, scale, maxima, out_total, out_comp, divisor,
+                   finish, result):
         """Compensated float64 sums per (output, chunk) of x * scale (SUM), x * x (SUM_SQUARES),
         exp(x - maxima[k]) (SUM_EXP) or |x| (SUM_ABS). With tile > 1 a task walks the reduced rows of
         ``tile`` neighbouring outputs together (a leading reduced axis read row by row instead of
@@ -301,7 +301,8 @@ def _max_keys_for(float_bits, tiles):
     return max_keys
 
 
-def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, count, type_max, result, fits):
+def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, out_total, count, type_max, result,
+                fits):
     """Sum of exp(x - max) per (output, chunk), each term looked up by the exact integer distance
     max - x (exp_of_minus_distance). With tile > 1 a task reads the reduced rows of ``tile``
     neighbouring outputs (narrow ones back to back as wide rows), as float_sums does, instead of one

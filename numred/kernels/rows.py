@@ -129,7 +129,8 @@ def _plain_rows_for(term, contiguous):
     whose compensation and non-finite test only float64 sums need. The step of contiguous rows is the
     literal 1 (_float_run's contiguous loop). Not for SUM_EXP, which is bound by exp, not by memory."""
 
-    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
+                   result):
         src = _borrowed(src)
         first_task, end_task = share(n_kept, part, parts)
         for k in range(first_task, end_task):
@@ -147,7 +148,8 @@ def _four_rows_for(term):
     _rows_together says so): four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
     overhead; plain sums, as _plain_rows_for."""
 
-    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
+                   result):
         src = _borrowed(src)
         first_task, end_task = share(-(-n_kept // 4), part, parts)
         for group in range(first_task, end_task):
@@ -180,7 +182,8 @@ def _one_pass_rows_for(term, contiguous):
     of the split function in the loop (the other is pruned at compile time): LLVM inlines a
     function called once, and a call for each step in one loop leaves both out of line."""
 
-    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
+                   result):
         src = _borrowed(src)
         rows_per_task = _float64_rows_per_task(n_kept)
         first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
@@ -204,7 +207,8 @@ def _pieces_rows_for(term):
     same bits). Through _float_row, whose calls LLVM leaves out of line, rows of several pieces cost
     more per element than rows of one piece; this way they cost no more."""
 
-    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
+                   result):
         src = _borrowed(src)
         rows_per_task = _float64_rows_per_task(n_kept)
         first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
@@ -224,7 +228,8 @@ def _two_pass_rows_for(term, contiguous):
     is the whole finish: what a compensated addition of low to high and _finish_sum's total +
     compensation would give (inf and NaN included)."""
 
-    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
+                   result):
         src = _borrowed(src)
         first_task, end_task = share(n_kept, part, parts)
         for k in range(first_task, end_task):
@@ -242,7 +247,8 @@ def _general_rows_for(term):
     """ROWS_GENERAL: any other rows (float64 rescaled sums, sums of exp(x - max)) through _float_row,
     which carries the sigma of the row before in its task (_float64_rows_per_task)."""
 
-    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result):
+    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
+                   result):
         src, maxima = _borrowed(src), _borrowed(maxima)
         rows_per_task = _float64_rows_per_task(n_kept)
         first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)

@@ -89,7 +89,8 @@ def _float_tiles_for(term, narrow):
     ``narrow`` is a constant of the kernel, so that each compiles one parallel loop (with ``narrow``
     an argument, a first call would compile both)."""
 
-    def float_tiles(part, parts, src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor, finish, result):
+    def float_tiles(part, parts, src, base, n_outer, outer_stride, n_inner, n_reduced, step, tile, scale, divisor,
+                    finish, result):
         src = _borrowed(src)
         if narrow:
             n = n_reduced * n_inner
