@@ -187,8 +187,8 @@ def _finished_call(reduction, plan, dtype):
         return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish=reduction.finish)
     if plan.single_run:
         lowest = serial.L2_SMALLEST_RESULT if reduction.finish == SQRT else -math.inf
-        return _float_call(plan, reduction.term, dtype, finite=True, finish=reduction.finish)._replace(
-            lowest=lowest)
+        call = _float_call(plan, reduction.term, dtype, finite=True, finish=reduction.finish)
+        return None if call is None else call._replace(lowest=lowest)
     if plan.parallel:
         return None
     return KernelCall((serial.float_sums(int(reduction.term), True), None), False,
@@ -234,8 +234,10 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish
     elif plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        kernels = rows.float_rows(term, rows.float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step,
-                                                                scale))
+        variant = rows.float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scale)
+        if variant == rows.ROWS_COLUMNS:  # (chunk partials, combined by _float_sums)
+            return None
+        kernels = rows.float_rows(term, variant)
         args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish
     elif plan.single_tile and term != EXP and (carrier != np.float64 or narrow):
         kernels = table.KERNELS[table.FLOAT_TILES[term, narrow]]
@@ -393,6 +395,15 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
     if call is not None:
         return call(src, result)
     term, finish = int(term), int(finish)
+    if plan.single_run:  # strided columns (rows.ROWS_COLUMNS): partials of chunks of whole rows
+        n_kept, kept_stride, n_reduced, step = plan.single_run
+        nchunks = rows.column_chunks(n_reduced)
+        total = np.empty(n_kept * nchunks)
+        comp = np.empty(n_kept * nchunks)
+        run(rows.float_columns(term), threaded(plan, term), src, plan.base, kept_stride, n_kept, n_reduced, step,
+            scale, nchunks, total, comp)
+        finishing.finish_float_sums(total, comp, nchunks, divisor, finish, result)
+        return None
     total = np.empty(_tasks(plan))
     comp = np.empty(_tasks(plan))
     _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,

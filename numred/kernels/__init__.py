@@ -48,8 +48,10 @@ def catalogue() -> dict:
 
     kernels = {}
     launched = dict(table.KERNELS)
+    float_terms = (base.SUM, base.SUM_SQUARES, base.SUM_ABS)
     launched.update({f"float_rows {term} {variant}": rows.float_rows(term, variant)
-                  for term in (base.SUM, base.SUM_SQUARES, base.SUM_ABS) for variant in range(rows.ROWS_GENERAL + 1)})
+                     for term in float_terms for variant in rows.FLOAT_ROWS_VARIANTS})
+    launched.update({f"float_columns {term}": rows.float_columns(term) for term in float_terms})
     launched.update({f"int_rows {term} {four}": rows.int_rows(term, four)
                      for term in INT_TERMS for four in (False, True)})
     kernels.update({name: kernel.dispatcher for name, kernel in launched.items()})

@@ -173,7 +173,7 @@ def _task(task, kshape, tile, nchunks, nr):
     dimension (a tile), over reduced positions [first, end) (a chunk). The common cases (one chunk,
     no tile) skip the divisions: with short reduced ranges they cost as much as the reduction."""
     if nchunks == 1:
-        t, c, first, end = np.int64(task), 0, 0, nr  # a prange index may be unsigned
+        t, c, first, end = np.int64(task), 0, 0, nr
     else:
         t = task // nchunks
         c = task - t * nchunks

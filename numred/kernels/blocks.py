@@ -21,7 +21,7 @@ from .store import _finish_sum, finished, store_rounded
 def _group_of_outputs(group, n_kept, groups):
     """(first output, count) of task ``group`` of ``groups`` in a single-block kernel: the outputs
     cut into groups whose sizes differ by at most one."""
-    k0 = np.int64(group) * n_kept // groups  # a prange index may be unsigned
+    k0 = np.int64(group) * n_kept // groups
     return k0, (np.int64(group) + 1) * n_kept // groups - k0
 
 

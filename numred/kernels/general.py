@@ -72,7 +72,7 @@ def _float_sums_for(term):
         block = compensation_block(src)
         first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
         for task in range(first_task, end_task):
-            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
+            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)
             origin = base + _offset_of(k0, kshape, kstrides)
             if tile == 1:
                 shift = maxima[k0] if term == SUM_EXP else scale
@@ -172,7 +172,7 @@ def _int_sums_for(term):
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
         for task in range(first_task, end_task):
-            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
+            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)
             origin = base + _offset_of(k0, kshape, kstrides)
             low = np.zeros(width, dtype=np.uint64)
             high = np.zeros(width, dtype=np.uint64)
@@ -249,7 +249,7 @@ def _max_keys_for(float_bits, tiles):
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
         for task in range(first_task, end_task):
-            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
+            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)
             origin = base + _offset_of(k0, kshape, kstrides)
             lowest = lowest_key(src[origin])
             # every magnitude is at least 0, in src's type; integer data has none (passed through)
@@ -317,7 +317,7 @@ def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, 
     kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
     first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
     for task in range(first_task, end_task):
-        k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
+        k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)
         origin = base + _offset_of(k0, kshape, kstrides)
         if tile == 1:
             top = maxima[k0]

@@ -333,7 +333,7 @@ def _products_for(floats, float64, tiles):
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         first_task, end_task = share(_n_tasks(kshape, tile, nchunks), part, parts)
         for task in range(first_task, end_task):
-            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)  # (prange: unsigned)
+            k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)
             origin = base + _offset_of(k0, kshape, kstrides)
             if not tiles:
                 m = 1.0

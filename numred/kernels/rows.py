@@ -23,13 +23,12 @@ from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE
 from .runs import _add_run, _float_row, _float_run, _float_runs4
 from .split_sums import (ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN,
                          float64_one_pass, float64_run_two_pass)
-from .states import compensated_value
 from .store import _finish_sum, compensation_block, finished, store_rounded
 
-# Columns of a strided view (float_rows): tasks (groups of neighbouring outputs), at most; outputs
-# per group, at least (the part of each row a task reads); rows, at least.
+# Columns of a strided view (float_columns): tasks (chunks of the rows), at most; rows per chunk, at
+# least; rows, at least.
 COLUMN_TASKS = 16
-COLUMN_GROUP_MIN_WIDTH = 256
+COLUMN_CHUNK_MIN_ROWS = 64
 # Columns of fewer rows stay one output at a time: neighbouring outputs then find their rows'
 # cache lines still in L1, which reading by rows would not beat.
 COLUMN_MIN_ROWS = 128
@@ -86,41 +85,58 @@ def float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scal
 
 
 # The row kernels of floats take these arguments, whatever their variant (float_rows):
-# (src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result). Each
-# variant is a kernel of its own, with one parallel loop, made by its function below for one
-# ``term`` fixed at compile time (LLVM then keeps only that term's loops); in one kernel, all ten
-# variants were compiled on every first call.
+# (part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish, result),
+# but for ROWS_COLUMNS (float_columns, whose chunk partials the driver combines). Each variant is a
+# kernel of its own, made by its function below for one ``term`` fixed at compile time (LLVM then
+# keeps only that term's loops); in one kernel, all the variants were compiled on every first call.
+
+
+def column_chunks(n_reduced):
+    """The chunks of rows of ROWS_COLUMNS plans (float_columns): a power of two, an even share for 2,
+    4, 8 threads, fixed by the shape so that results do not depend on the threads."""
+    nchunks = 1
+    while 2 * nchunks <= COLUMN_TASKS and 2 * nchunks * COLUMN_CHUNK_MIN_ROWS <= n_reduced:
+        nchunks *= 2
+    return nchunks
 
 
 def _columns_for(term):
     """ROWS_COLUMNS: columns of a strided view (x[:, ::2] over axis 0). The outputs lie along each
-    row, so whole rows are read in turn: each task takes a group of neighbouring outputs (their
-    count fixed by the shape, so results do not depend on the threads) and reads its part of every
-    row, summed as float tiles are (plain sums of up to ``block`` rows, folded compensated). One
-    output at a time, each column would run through thousands of pages. Not for float16 sums of
-    squares, which are slower here than one output at a time (the same loop outside this kernel
-    runs as fast as the sums; cause not found)."""
+    row, so whole rows are read in turn, in tasks of a chunk of the rows each (column_chunks; parts
+    of rows per task, as tiles, can do worse even than one output at a time), summed as float tiles
+    are (plain sums of up to ``block`` rows, folded compensated). Each task writes its chunk's
+    partials of every output (output k's at k * nchunks + c), which the driver combines in chunk
+    order (finish.finish_float_sums): no float_rows kernel of its own. One output at a time, each
+    column would run through thousands of pages. Not for float16 sums of squares, which are slower
+    here than one output at a time (the same loop outside this kernel runs as fast as the sums;
+    cause not found)."""
 
-    def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
-                   result):
+    def float_columns(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, nchunks, out_total,
+                      out_comp):
         src = _borrowed(src)
         block = compensation_block(src)
-        groups = max(1, min(COLUMN_TASKS, n_kept // COLUMN_GROUP_MIN_WIDTH))
-        first_task, end_task = share(groups, part, parts)
-        for group in range(first_task, end_task):
-            k0, k1 = n_kept * group // groups, n_kept * (group + 1) // groups
-            acc = np.zeros(k1 - k0)
-            totals = np.zeros(k1 - k0)
-            comps = np.zeros(k1 - k0)
-            for j0 in range(0, n_reduced, block):  # one piece but for float64 (block: NEVER)
-                for j in range(j0, min(j0 + block, n_reduced)):
-                    _add_strided_row(acc, src, base + j * step + k0 * kept_stride, kept_stride, term, scale)
+        rows_per_chunk = -(-n_reduced // nchunks)
+        first_task, end_task = share(nchunks, part, parts)
+        for c in range(first_task, end_task):
+            acc = np.zeros(n_kept)
+            totals = np.zeros(n_kept)
+            comps = np.zeros(n_kept)
+            first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
+            for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
+                for j in range(j0, min(j0 + block, end)):
+                    _add_strided_row(acc, src, base + j * step, kept_stride, term, scale)
                 _fold(acc, totals, comps)
-            for k in range(k0, k1):
-                value = compensated_value(totals[k - k0], comps[k - k0])
-                store_rounded(result, k, finished(value / divisor, finish))
+            for k in range(n_kept):
+                out_total[k * nchunks + c] = totals[k]
+                out_comp[k * nchunks + c] = comps[k]
 
-    return float_rows
+    return float_columns
+
+
+@functools.cache
+def float_columns(term):
+    """The ROWS_COLUMNS Kernel of one term (_columns_for), made on first use."""
+    return Kernel(entry(_columns_for(term), name=f"float_columns_{TERM_NAMES[term]}"))
 
 
 def _plain_rows_for(term, contiguous):
@@ -264,7 +280,6 @@ def _general_rows_for(term):
 
 # variant -> the function that makes its kernel for a term
 _FLOAT_ROWS_FOR = {
-    ROWS_COLUMNS: _columns_for,
     ROWS_STRIDED: functools.partial(_plain_rows_for, contiguous=False),
     ROWS_ONE_BY_ONE: functools.partial(_plain_rows_for, contiguous=True),
     ROWS_FOUR: _four_rows_for,
@@ -275,6 +290,7 @@ _FLOAT_ROWS_FOR = {
     ROWS_TWO_PASS_STRIDED: functools.partial(_two_pass_rows_for, contiguous=False),
     ROWS_GENERAL: _general_rows_for,
 }
+FLOAT_ROWS_VARIANTS = tuple(_FLOAT_ROWS_FOR)  # (the float_rows kernels: every variant but ROWS_COLUMNS)
 
 
 def int_rows_four(term, carrier, n_kept, n_reduced, step):

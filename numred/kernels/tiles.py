@@ -125,7 +125,7 @@ def _float_tiles_for(term, narrow):
         tiles_per_row = (n_inner + tile - 1) // tile
         first_task, end_task = share(n_outer * tiles_per_row, part, parts)
         for task in range(first_task, end_task):
-            outer = np.int64(task) // tiles_per_row  # a prange index may be unsigned
+            outer = np.int64(task) // tiles_per_row
             k0 = (np.int64(task) - outer * tiles_per_row) * tile
             width = min(tile, n_inner - k0)
             offset = base + outer * outer_stride + k0
