@@ -36,12 +36,14 @@ def test_int8_and_uint8_max_and_min_on_every_layout_family(dtype):
             assert got.dtype == dtype and np.array_equal(got, peer(x, axis=t, keepdims=True)), (shape, axes, func)
 
 
-@pytest.mark.parametrize("shape,axis", [((150, 256), 0), ((6, 520, 64), 1)])
+@pytest.mark.parametrize("shape,axis", [((150, 256), 0), ((6, 520, 64), 1), ((40, 33), 1), ((1100, 1025), 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64,
                                    np.int8])
-def test_maxima_of_wide_tiles_find_every_planted_extreme(dtype, shape, axis):
+def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis):
     # The maxima of wide tiles are taken eight (wide) rows per pass, then four, then one by one
-    # (kernels.general._max_keys_for). Output j gets the largest value at reduced position j and the
+    # (kernels.general._max_keys_for); a contiguous row is read as two halves side by side, with an
+    # odd row's last element on its own (kernels.maxima.max_run; 33 and 1025 elements, on the calling
+    # thread and in a parallel launch). Output j gets the largest value at reduced position j and the
     # smallest at the next one, so every slot of every pass holds some output's extremes; among floats
     # also a NaN of either sign in every fifth output, and in every seventh one zeros of both signs
     # only, the +0.0 (the max) or the -0.0 (the min) at position j alone.
