@@ -36,14 +36,12 @@ def test_int8_and_uint8_max_and_min_on_every_layout_family(dtype):
             assert got.dtype == dtype and np.array_equal(got, peer(x, axis=t, keepdims=True)), (shape, axes, func)
 
 
-@pytest.mark.parametrize("shape,axis", [((150, 256), 0), ((6, 520, 64), 1), ((40, 33), 1), ((1100, 1025), 1)])
+@pytest.mark.parametrize("shape,axis", [((150, 256), 0), ((6, 520, 64), 1), ((40, 33), 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64,
                                    np.int8])
 def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis):
     # The maxima of wide tiles are taken eight (wide) rows per pass, then four, then one by one
-    # (kernels.general._max_keys_for); a contiguous row is read as two halves side by side, with an
-    # odd row's last element on its own (kernels.maxima.max_run; 33 and 1025 elements, on the calling
-    # thread and in a parallel launch). Output j gets the largest value at reduced position j and the
+    # (kernels.general._max_keys_for); short contiguous rows in one stream. Output j gets the largest value at reduced position j and the
     # smallest at the next one, so every slot of every pass holds some output's extremes; among floats
     # also a NaN of either sign in every fifth output, and in every seventh one zeros of both signs
     # only, the +0.0 (the max) or the -0.0 (the min) at position j alone.
@@ -71,6 +69,39 @@ def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis)
     assert x.shape == shape
     for op in ("reduce_max", "reduce_min"):
         assert_matches(getattr(numred, op)(x, axis), expected(op, x, axis))
+
+
+@pytest.mark.parametrize("n", [32768, 32769, 65539])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64])
+def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
+    # A long contiguous run is read as two halves side by side, then the elements after them
+    # (kernels.maxima.max_run). Row r holds its largest value at position r of the positions below
+    # (each end of each half, the rest, and some in between) and its smallest at the next one; among
+    # floats also a NaN of either sign in every fifth row and zeros of both signs alone in every
+    # seventh. Rows, a whole row (one output) and the whole array over both axes.
+    half = n // 2
+    positions = sorted({0, 1, half - 1, half, half + 1, 2 * half - 1, n - 1, n // 3, (3 * n) // 4})
+    n_rows = 2 * len(positions) + 1
+    rng = np.random.default_rng(11)
+    floats = np.dtype(dtype).kind not in "iu"
+    if floats:
+        x = rng.uniform(-3, 3, (n_rows, n)).astype(dtype)
+        top, bottom = np.inf, -np.inf
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min + 1, info.max, (n_rows, n), dtype=dtype)
+        top, bottom = info.max, info.min
+    for r in range(n_rows):
+        x[r, positions[r % len(positions)]] = top
+        x[r, positions[(r + 1) % len(positions)]] = bottom
+        if floats and r % 5 == 4:
+            x[r, positions[(r + 2) % len(positions)]] = -np.nan if r % 10 == 4 else np.nan
+        if floats and r % 7 == 6:
+            x[r] = -0.0 if r % 2 else 0.0
+            x[r, positions[r % len(positions)]] = 0.0 if r % 2 else -0.0
+    for op in ("reduce_max", "reduce_min"):
+        for data, axes in ((x, [1]), (x[3], [0]), (x[:2], None)):
+            assert_matches(getattr(numred, op)(data, axes), expected(op, data, axes))
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64])

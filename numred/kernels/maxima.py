@@ -13,6 +13,7 @@ from numba.np.numpy_support import as_dtype
 
 from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _constant, _view, njit_for
 from .decode import as_float64
+from .reading import STREAMS_MIN_RUN
 
 
 def float_key(x):
@@ -92,11 +93,12 @@ def _max_run_for(float_bits):
     @njit_for(float_bits, fastmath=FASTMATH)
     def max_run(src, offset, n, step, best, top_magnitude, flip):
         # A contiguous run is read through views: indexing src[offset + i] keeps a negative-index
-        # check per element, and the loop is not vectorised. Its two halves are read side by side:
-        # two streams of loads keep more reads from memory in flight than one, and a max does not
-        # depend on the order of its elements.
+        # check per element, and the loop is not vectorised. A long one's two halves are read side
+        # by side: two memory streams keep more reads in flight than one (reading.STREAMS_MIN_RUN),
+        # and a max does not depend on the order of its elements. A short one, in the cache, is read
+        # in one stream: halves would leave two vector loops' remainders to the scalar loop.
         if step == 1:
-            half = n // 2
+            half = n // 2 if n >= 2 * STREAMS_MIN_RUN else 0
             first = _view(src, offset, offset + half)
             second = _view(src, offset + half, offset + 2 * half)
             best_second, top_magnitude_second = best, top_magnitude
@@ -106,15 +108,17 @@ def _max_run_for(float_bits):
                     top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
                     best_second = max(best_second, flipped(float_key(second[i]), flip))
                     top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
-                if n % 2:
-                    best = max(best, flipped(float_key(src[offset + n - 1]), flip))
-                    top_magnitude = max(top_magnitude, magnitude_bits(src[offset + n - 1]))
+                rest = _view(src, offset + 2 * half, offset + n)
+                for i in range(n - 2 * half):
+                    best = max(best, flipped(float_key(rest[i]), flip))
+                    top_magnitude = max(top_magnitude, magnitude_bits(rest[i]))
             else:
                 for i in range(half):
                     best = max(best, flipped(first[i], flip))
                     best_second = max(best_second, flipped(second[i], flip))
-                if n % 2:
-                    best = max(best, flipped(src[offset + n - 1], flip))
+                rest = _view(src, offset + 2 * half, offset + n)
+                for i in range(n - 2 * half):
+                    best = max(best, flipped(rest[i], flip))
             best, top_magnitude = max(best, best_second), max(top_magnitude, top_magnitude_second)
         elif float_bits:
             for i in range(n):
