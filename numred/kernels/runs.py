@@ -112,97 +112,118 @@ def _float_run(src, offset, n, step, term, shift):
 
 
 @functools.cache
-def _float_run_for(term):
-    """_float_run for one ``term``, a constant: the other terms' loops are pruned. The reading
-    strategies of sums of x and x * x (quarters of long runs, bfloat16 pairs, every other element,
-    strided lanes) are theirs alone; |x| and exp(x - max) take the plain loops."""
+def _contiguous_float_run_for(term):
+    """_float_run of a contiguous run for one ``term``, a constant: the other terms' loops are pruned.
+    The reading strategies of sums of x and x * x (quarters of long runs, bfloat16 pairs) are theirs
+    alone; |x| and exp(x - max) take the plain loops."""
     streams = term == SUM or term == SUM_SQUARES
 
     @njit_for(term, fastmath=FASTMATH)
-    def float_run(src, offset, n, step, shift):
+    def contiguous_float_run(src, offset, n, shift):
         acc = 0.0
-        if step == 1 and streams and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
+        if streams and n >= 4 * STREAMS_MIN_RUN and QUARTER_LONG_RUNS:  # quarters of a long run
             quarter = n // 4
             s0, s1, s2, s3 = _float_runs4(src, offset, quarter, quarter, term, shift)
             acc = (s0 + s1) + (s2 + s3)
             offset += 4 * quarter
             n -= 4 * quarter
-        if step == 1:
-            run = _view(src, offset, offset + n)
-            if streams:  # bfloat16: two elements per load
-                pairs, n_read = pair_sums(run, n, term == SUM_SQUARES, shift)
-                if n_read:
-                    acc += pairs
-                    run = run[n_read:]  # the last element of an odd run, below
-                    n -= n_read
-            if term == SUM:
-                for i in range(n):
-                    acc += as_float64(run[i]) * shift
-            elif term == SUM_SQUARES:
-                for i in range(n):
-                    v = as_float64(run[i])
-                    acc += v * v
-            elif term == SUM_ABS:
-                for i in range(n):
-                    acc += abs(as_float64(run[i]))
-            else:
-                for i in range(n):
-                    acc += exp_nonpositive(as_float64(run[i]) - shift)
+        run = _view(src, offset, offset + n)
+        if streams:  # bfloat16: two elements per load
+            pairs, n_read = pair_sums(run, n, term == SUM_SQUARES, shift)
+            if n_read:
+                acc += pairs
+                run = run[n_read:]  # the last element of an odd run, below
+                n -= n_read
+        if term == SUM:
+            for i in range(n):
+                acc += as_float64(run[i]) * shift
+        elif term == SUM_SQUARES:
+            for i in range(n):
+                v = as_float64(run[i])
+                acc += v * v
+        elif term == SUM_ABS:
+            for i in range(n):
+                acc += abs(as_float64(run[i]))
         else:
-            if streams and step == 2 and n >= EVERY_OTHER_MIN_RUN:
-                # every other element, read over the whole span (_every_other_sum): vectorised, so
-                # faster than the paths below for float32, float16 and bfloat16 alike
-                span = _view(src, offset, offset + every_other_span(src, offset, n))
-                return _every_other_sum(span, term == SUM_SQUARES, shift)
-            if streams and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
-                # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
-                # vectorised, and one chain of dependent additions is bound by its latency: STRIDED_LANES
-                # sums held in an array break the chain. Scalar sums do not (reassociation may fold
-                # them back into one chain). Not for the 16-bit floats, whose conversions bound the loop
-                # already (no steady gain), nor for exp sums (bound by the exp), nor for short runs (the
-                # array costs more than it saves).
-                run = src[offset:offset + (n - 1) * step + 1:step]
-                lanes = np.zeros(STRIDED_LANES)
-                whole = n - n % STRIDED_LANES
-                if term == SUM:
-                    for i0 in range(0, whole, STRIDED_LANES):
-                        for j in range(STRIDED_LANES):
-                            lanes[j] += as_float64(run[i0 + j]) * shift
-                    for i in range(whole, n):
-                        acc += as_float64(run[i]) * shift
-                else:
-                    for i0 in range(0, whole, STRIDED_LANES):
-                        for j in range(STRIDED_LANES):
-                            v = as_float64(run[i0 + j])
-                            lanes[j] += v * v
-                    for i in range(whole, n):
-                        v = as_float64(run[i])
-                        acc += v * v
-                return acc + lanes.sum()
-            if term == SUM:
-                for i in range(n):
-                    acc += as_float64(src[offset + i * step]) * shift
-            elif term == SUM_SQUARES:
-                for i in range(n):
-                    v = as_float64(src[offset + i * step])
-                    acc += v * v
-            elif term == SUM_ABS:
-                for i in range(n):
-                    acc += abs(as_float64(src[offset + i * step]))
-            else:
-                for i in range(n):
-                    acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)
+            for i in range(n):
+                acc += exp_nonpositive(as_float64(run[i]) - shift)
         return acc
 
-    return float_run
+    return contiguous_float_run
 
 
+@functools.cache
+def _strided_float_run_for(term):
+    """_float_run of a run of any step but 1 for one ``term``, a constant. The reading strategies of
+    sums of x and x * x (every other element, strided lanes) are theirs alone; |x| and exp(x - max)
+    take the plain loops."""
+    streams = term == SUM or term == SUM_SQUARES
+
+    @njit_for(term, fastmath=FASTMATH)
+    def strided_float_run(src, offset, n, step, shift):
+        acc = 0.0
+        if streams and step == 2 and n >= EVERY_OTHER_MIN_RUN:
+            # every other element, read over the whole span (_every_other_sum): vectorised, so
+            # faster than the paths below for float32, float16 and bfloat16 alike
+            span = _view(src, offset, offset + every_other_span(src, offset, n))
+            return _every_other_sum(span, term == SUM_SQUARES, shift)
+        if streams and n >= STRIDED_LANES_MIN_RUN and step > 0 and src.itemsize == 4:
+            # float32, not a broadcast (step 0, which a slice cannot take). A strided run is not
+            # vectorised, and one chain of dependent additions is bound by its latency: STRIDED_LANES
+            # sums held in an array break the chain. Scalar sums do not (reassociation may fold
+            # them back into one chain). Not for the 16-bit floats, whose conversions bound the loop
+            # already (no steady gain), nor for exp sums (bound by the exp), nor for short runs (the
+            # array costs more than it saves).
+            run = src[offset:offset + (n - 1) * step + 1:step]
+            lanes = np.zeros(STRIDED_LANES)
+            whole = n - n % STRIDED_LANES
+            if term == SUM:
+                for i0 in range(0, whole, STRIDED_LANES):
+                    for j in range(STRIDED_LANES):
+                        lanes[j] += as_float64(run[i0 + j]) * shift
+                for i in range(whole, n):
+                    acc += as_float64(run[i]) * shift
+            else:
+                for i0 in range(0, whole, STRIDED_LANES):
+                    for j in range(STRIDED_LANES):
+                        v = as_float64(run[i0 + j])
+                        lanes[j] += v * v
+                for i in range(whole, n):
+                    v = as_float64(run[i])
+                    acc += v * v
+            return acc + lanes.sum()
+        if term == SUM:
+            for i in range(n):
+                acc += as_float64(src[offset + i * step]) * shift
+        elif term == SUM_SQUARES:
+            for i in range(n):
+                v = as_float64(src[offset + i * step])
+                acc += v * v
+        elif term == SUM_ABS:
+            for i in range(n):
+                acc += abs(as_float64(src[offset + i * step]))
+        else:
+            for i in range(n):
+                acc += exp_nonpositive(as_float64(src[offset + i * step]) - shift)
+        return acc
+
+    return strided_float_run
+
+
+# A run whose step is the constant 1 at the call (a contiguous row) compiles the contiguous function
+# alone: the strided one's helpers (every_other_span, the lanes' array) cost a first call's compile
+# time in every kernel that links them, run or not.
 @overload(_float_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
 def _float_run_by_mode(src, offset, n, step, term, shift):
-    specialised = _float_run_for(_constant(term, "term"))
+    contiguous = _contiguous_float_run_for(_constant(term, "term"))
+    if _is_one(step):
+        return lambda src, offset, n, step, term, shift: contiguous(src, offset, n, shift)
+    strided = _strided_float_run_for(_constant(term, "term"))
 
     def call(src, offset, n, step, term, shift):
-        return specialised(src, offset, n, step, shift)
+        if step == 1:
+            return contiguous(src, offset, n, shift)
+        return strided(src, offset, n, step, shift)
 
     return call
 
