@@ -84,13 +84,15 @@ def _magnitude_bits_impl(x):
 
 
 @functools.cache
-def _max_run_for(float_bits):
+def _max_run_for(float_bits, long_runs=True):
     """max_run(src, offset, n, step, best, top_magnitude, flip) -> (best, top_magnitude), updated with
     one run: for float keys (``float_bits``, a constant), the max float_key and the largest
     magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
-    flipped by ``flip`` first (0 for a max). All in src's own integer type."""
+    flipped by ``flip`` first (0 for a max). All in src's own integer type. Without ``long_runs``
+    (the serial kernels', whose inputs are shorter than a long run) the two-stream loop is left out,
+    and with it its compile time."""
 
-    @njit_for(float_bits, fastmath=FASTMATH)
+    @njit_for(float_bits, long_runs, fastmath=FASTMATH)
     def max_run(src, offset, n, step, best, top_magnitude, flip):
         # A contiguous run is read through views: indexing src[offset + i] keeps a negative-index
         # check per element, and the loop is not vectorised. A long one's two halves are read side
@@ -98,28 +100,32 @@ def _max_run_for(float_bits):
         # and a max does not depend on the order of its elements. A short one, in the cache, is read
         # in one stream: halves would leave two vector loops' remainders to the scalar loop.
         if step == 1:
-            half = n // 2 if n >= 2 * STREAMS_MIN_RUN else 0
-            first = _view(src, offset, offset + half)
-            second = _view(src, offset + half, offset + 2 * half)
-            best_second, top_magnitude_second = best, top_magnitude
+            start = 0
+            if long_runs and n >= 2 * STREAMS_MIN_RUN:
+                half = n // 2
+                first = _view(src, offset, offset + half)
+                second = _view(src, offset + half, offset + 2 * half)
+                best_second, top_magnitude_second = best, top_magnitude
+                if float_bits:
+                    for i in range(half):
+                        best = max(best, flipped(float_key(first[i]), flip))
+                        top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
+                        best_second = max(best_second, flipped(float_key(second[i]), flip))
+                        top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
+                else:
+                    for i in range(half):
+                        best = max(best, flipped(first[i], flip))
+                        best_second = max(best_second, flipped(second[i], flip))
+                best, top_magnitude = max(best, best_second), max(top_magnitude, top_magnitude_second)
+                start = 2 * half
+            run = _view(src, offset + start, offset + n)  # (after the halves: an odd run's last element)
             if float_bits:
-                for i in range(half):
-                    best = max(best, flipped(float_key(first[i]), flip))
-                    top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
-                    best_second = max(best_second, flipped(float_key(second[i]), flip))
-                    top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
-                rest = _view(src, offset + 2 * half, offset + n)
-                for i in range(n - 2 * half):
-                    best = max(best, flipped(float_key(rest[i]), flip))
-                    top_magnitude = max(top_magnitude, magnitude_bits(rest[i]))
+                for i in range(n - start):
+                    best = max(best, flipped(float_key(run[i]), flip))
+                    top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
             else:
-                for i in range(half):
-                    best = max(best, flipped(first[i], flip))
-                    best_second = max(best_second, flipped(second[i], flip))
-                rest = _view(src, offset + 2 * half, offset + n)
-                for i in range(n - 2 * half):
-                    best = max(best, flipped(rest[i], flip))
-            best, top_magnitude = max(best, best_second), max(top_magnitude, top_magnitude_second)
+                for i in range(n - start):
+                    best = max(best, flipped(run[i], flip))
         elif float_bits:
             for i in range(n):
                 x = src[offset + i * step]
@@ -145,11 +151,23 @@ def max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
     """_max_run_for(float_bits)'s max_run; ``float_bits`` a constant."""
 
 
-@overload(max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
-def _max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude, flip):
-    specialised = _max_run_for(_constant(float_bits, "float_bits"))
-    return lambda src, offset, n, step, float_bits, best, top_magnitude, flip: specialised(
-        src, offset, n, step, best, top_magnitude, flip)
+def short_max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
+    """max_run for runs shorter than 2 * STREAMS_MIN_RUN elements (serial kernels: every input below
+    the parallel size), read in one stream."""
+
+
+def _max_run_overload(long_runs):
+    def max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude, flip):
+        specialised = _max_run_for(_constant(float_bits, "float_bits"), long_runs)
+        return lambda src, offset, n, step, float_bits, best, top_magnitude, flip: specialised(
+            src, offset, n, step, best, top_magnitude, flip)
+
+    return max_run_by_kind
+
+
+overload(max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})(_max_run_overload(True))
+overload(short_max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})(
+    _max_run_overload(False))
 
 
 @functools.cache

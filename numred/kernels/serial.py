@@ -39,7 +39,7 @@ from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
 from .integers import (INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, isqrt64,
                        squares_and_largest_run, term_bits)
-from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_run
+from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, short_max_run
 from .states import add_compensated, compensated_value
 from .store import finished, store_rounded
 
@@ -62,7 +62,7 @@ def _output_max(src, origin, nr, rshape, rstrides, step, float_bits, flip):
     pos = 0
     while pos < nr:
         offset, n = _next_run(pos, nr, rshape, rstrides)
-        best, top_magnitude = max_run(src, origin + offset, n, step, float_bits, best, top_magnitude, flip)
+        best, top_magnitude = short_max_run(src, origin + offset, n, step, float_bits, best, top_magnitude, flip)
         pos += n
     return best, top_magnitude
 
