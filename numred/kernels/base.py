@@ -143,6 +143,16 @@ def _next_run(pos, end, rshape, rstrides):
 
 
 @njit(fastmath=False)
+def _product(values):
+    """The product of an int64 array's entries: np.prod, whose generic overload costs a first call's
+    compile more than this loop."""
+    product = 1
+    for value in values:
+        product *= value
+    return product
+
+
+@njit(fastmath=False)
 def _walker(dims, kept_ndim):
     """What every kernel that walks a general geometry starts from, out of the plan's one dims array:
     (kept shape, kept strides, reduced shape, reduced strides, elements reduced per output, the
@@ -150,7 +160,7 @@ def _walker(dims, kept_ndim):
     reduced_ndim = (dims.size - 2 * kept_ndim) // 2
     r0 = 2 * kept_ndim
     rshape, rstrides = dims[r0:r0 + reduced_ndim], dims[r0 + reduced_ndim:]
-    return dims[:kept_ndim], dims[kept_ndim:r0], rshape, rstrides, np.prod(rshape), rstrides[-1]
+    return dims[:kept_ndim], dims[kept_ndim:r0], rshape, rstrides, _product(rshape), rstrides[-1]
 
 
 @njit(fastmath=False)
@@ -163,7 +173,7 @@ def share(n_tasks, part, parts):
 
 @njit(fastmath=False)
 def _n_tasks(kshape, tile, nchunks):
-    rows = np.prod(kshape) // kshape[-1]
+    rows = _product(kshape) // kshape[-1]
     return rows * ((kshape[-1] + tile - 1) // tile) * nchunks
 
 
