@@ -118,7 +118,7 @@ def _max_run_for(float_bits, long_runs=True):
                         best_second = max(best_second, flipped(second[i], flip))
                 best, top_magnitude = max(best, best_second), max(top_magnitude, top_magnitude_second)
                 start = 2 * half
-            run = _view(src, offset + start, offset + n)  # (after the halves: an odd run's last element)
+            run = _view(src, offset + start, offset + n)  # the run, or what its halves leave (one element)
             if float_bits:
                 for i in range(n - start):
                     best = max(best, flipped(float_key(run[i]), flip))
