@@ -547,3 +547,7 @@ def test_dask_bench_checks_every_result_against_its_oracle():
         assert numred_off == "0", row
     summary = next(line for line in lines if line.startswith("int64 mean"))
     assert "numred exact in 16/16 rows" in summary, summary
+    # then the same reductions on dask's threaded scheduler, every one timed
+    threaded = [line.split()[1:3] for line in lines if line.startswith("threaded ")]
+    assert threaded == [[name, axis] for name in ("reduce_mean", "reduce_sum", "reduce_sum_square", "reduce_max",
+                                                  "reduce_log_sum_exp") for axis in ("None", "1")]

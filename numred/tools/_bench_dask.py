@@ -8,7 +8,9 @@ the rounds. Then each is computed once more with Python's allocation tracing on 
 (tracemalloc, which sees NumPy's buffers): the peak above the level at the start, on the worker
 with the largest. Every result is checked against an oracle computed chunkwise in extended
 precision (NumPy's longdouble, rounded once to float32), and an int64 mean of sums near 2**54
-against exact integer sums. dask and distributed come with ``pip install "numred[dask]"``.
+against exact integer sums. Last, the same reductions on dask's threaded scheduler, dask's
+default without a cluster: a 512 MiB float32 array (``--quick``: 32 MiB) in 16 chunks, in the
+process, timed in turns. dask and distributed come with ``pip install "numred[dask]"``.
 """
 from __future__ import annotations
 
@@ -153,7 +155,39 @@ def run(args, out) -> int:
         print(f"slowest ratio (dask time / numred time): {worst_ratio:.2f}x; ratio above 1: numred faster", file=out)
         print(f"peak memory: numred's at most {most_above:.1f} MiB above dask's on a worker "
               f"(a tenth of a chunk: {chunk_mib / 10:.1f} MiB)", file=out)
+    _threaded(da, numred, ways, args, out)
     return 0
+
+
+def _threaded(da, numred, ways, args, out):
+    """The reductions on dask's threaded scheduler: each chunk's kernel launched from the task's thread,
+    dask's tasks on as many threads as cores. Medians of the rounds in turns; every compute pays the
+    scheduler's fixed cost, some milliseconds, as dask's own does."""
+    import dask
+
+    rounds = args.rounds or (1 if args.quick else 7)
+    rows = 2048 if args.quick else 32768
+    with dask.config.set(scheduler="threads"):
+        x = da.random.default_rng(0).standard_normal((rows, 4096), dtype=np.float32, chunks=(rows // 16, 4096))
+        x = x.persist()
+        print(f"dask's threaded scheduler: float32 {rows}x4096 ({x.nbytes / 2**20:.0f} MiB, {x.npartitions} chunks), "
+              f"median of {rounds} rounds in turns", file=out)
+        print(f"{'':<9}{'operator':<20}{'axis':>6}{'numred':>10}{'dask':>10}{'ratio':>8}", file=out)
+        for name, dask_way in ways.items():
+            for axis in (None, 1):
+                ours = getattr(numred, name)(x, axes=axis, keepdims=0)
+                theirs = dask_way(x, axis)
+                ours.compute()  # untimed: loads (or compiles) the kernels
+                theirs.compute()
+                ours_times, theirs_times = [], []
+                for _ in range(rounds):
+                    for lazy, times in ((ours, ours_times), (theirs, theirs_times)):
+                        start = time.perf_counter()
+                        lazy.compute()
+                        times.append(time.perf_counter() - start)
+                ours_time, theirs_time = statistics.median(ours_times), statistics.median(theirs_times)
+                print(f"{'threaded':<9}{name:<20}{str(axis):>6}{ours_time * 1e3:>8.1f}ms{theirs_time * 1e3:>8.1f}ms"
+                      f"{theirs_time / ours_time:>7.2f}x", file=out)
 
 
 def _integer_mean(client, da, numred, out, quick):
