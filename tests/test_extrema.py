@@ -74,11 +74,11 @@ def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis)
 @pytest.mark.parametrize("n", [32768, 32769, 65539])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64])
 def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
-    # A long contiguous run is read as two halves side by side, then the elements after them
-    # (kernels.maxima.max_run). Row r holds its largest value at position r of the positions below
+    # A long contiguous run of the general kernel is read as two halves side by side, then the
+    # element after them (kernels.maxima.max_run); rows in one stream. Row r holds its largest value at position r of the positions below
     # (each end of each half, the rest, and some in between) and its smallest at the next one; among
     # floats also a NaN of either sign in every fifth row and zeros of both signs alone in every
-    # seventh. Rows, a whole row (one output) and the whole array over both axes.
+    # seventh. Rows, a whole row (one output) and nine rows over both axes.
     half = n // 2
     positions = sorted({0, 1, half - 1, half, half + 1, 2 * half - 1, n - 1, n // 3, (3 * n) // 4})
     n_rows = 2 * len(positions) + 1
@@ -100,8 +100,15 @@ def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
             x[r] = -0.0 if r % 2 else 0.0
             x[r, positions[r % len(positions)]] = 0.0 if r % 2 else -0.0
     for op in ("reduce_max", "reduce_min"):
-        for data, axes in ((x, [1]), (x[3], [0]), (x[:2], None)):
+        for data, axes in ((x, [1]), (x[3], [0]), (x[:9], None)):
             assert_matches(getattr(numred, op)(data, axes), expected(op, data, axes))
+        # nine rows without NaNs over both axes: chunks of the general kernel, each one run read in
+        # halves, the last element of the last (odd, for odd n) run holding the extreme
+        plain = x[[r for r in range(n_rows) if r % 5 != 4 and r % 7 != 6][:9]]
+        for last in (top, bottom, np.nan) if floats else (top, bottom):
+            data = plain.copy()
+            data[-1, -1] = last
+            assert_matches(getattr(numred, op)(data), expected(op, data))
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64])

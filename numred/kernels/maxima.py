@@ -84,47 +84,59 @@ def _magnitude_bits_impl(x):
 
 
 @functools.cache
+def _halves_max_for(float_bits):
+    """halves_max(src, offset, half, best, top_magnitude, flip) -> (best, top_magnitude) over the
+    ``2 * half`` elements from ``offset``, as max_run: the two halves read side by side, two memory
+    streams, which keep more reads in flight than one (a max does not depend on the order of its
+    elements). The general kernel's long runs take it (reductions over all axes, chunks)."""
+
+    @njit_for(float_bits, fastmath=FASTMATH)
+    def halves_max(src, offset, half, best, top_magnitude, flip):
+        first = _view(src, offset, offset + half)
+        second = _view(src, offset + half, offset + 2 * half)
+        best_second, top_magnitude_second = best, top_magnitude
+        if float_bits:
+            for i in range(half):
+                best = max(best, flipped(float_key(first[i]), flip))
+                top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
+                best_second = max(best_second, flipped(float_key(second[i]), flip))
+                top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
+        else:
+            for i in range(half):
+                best = max(best, flipped(first[i], flip))
+                best_second = max(best_second, flipped(second[i], flip))
+        return max(best, best_second), max(top_magnitude, top_magnitude_second)
+
+    return halves_max
+
+
+@functools.cache
 def _max_run_for(float_bits, long_runs=True):
     """max_run(src, offset, n, step, best, top_magnitude, flip) -> (best, top_magnitude), updated with
     one run: for float keys (``float_bits``, a constant), the max float_key and the largest
     magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
-    flipped by ``flip`` first (0 for a max). All in src's own integer type. Without ``long_runs``
-    (the serial kernels', whose inputs are shorter than a long run) the two-stream loop is left out,
-    and with it its compile time."""
+    flipped by ``flip`` first (0 for a max). All in src's own integer type. A contiguous run of 2 *
+    STREAMS_MIN_RUN elements or more is read in two streams (_halves_max_for); without ``long_runs``
+    (the serial kernels', whose inputs are shorter) that function is left out, and its compile time."""
+    halves_max = _halves_max_for(float_bits)
 
     @njit_for(float_bits, long_runs, fastmath=FASTMATH)
     def max_run(src, offset, n, step, best, top_magnitude, flip):
-        # A contiguous run is read through views: indexing src[offset + i] keeps a negative-index
-        # check per element, and the loop is not vectorised. A long one's two halves are read side
-        # by side: two memory streams keep more reads in flight than one (reading.STREAMS_MIN_RUN),
-        # and a max does not depend on the order of its elements. A short one, in the cache, is read
-        # in one stream: halves would leave two vector loops' remainders to the scalar loop.
+        # A contiguous run is read through a view: indexing src[offset + i] keeps a negative-index
+        # check per element, and the loop is not vectorised.
         if step == 1:
-            start = 0
             if long_runs and n >= 2 * STREAMS_MIN_RUN:
                 half = n // 2
-                first = _view(src, offset, offset + half)
-                second = _view(src, offset + half, offset + 2 * half)
-                best_second, top_magnitude_second = best, top_magnitude
-                if float_bits:
-                    for i in range(half):
-                        best = max(best, flipped(float_key(first[i]), flip))
-                        top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
-                        best_second = max(best_second, flipped(float_key(second[i]), flip))
-                        top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
-                else:
-                    for i in range(half):
-                        best = max(best, flipped(first[i], flip))
-                        best_second = max(best_second, flipped(second[i], flip))
-                best, top_magnitude = max(best, best_second), max(top_magnitude, top_magnitude_second)
-                start = 2 * half
-            run = _view(src, offset + start, offset + n)  # the run, or what its halves leave (one element)
+                best, top_magnitude = halves_max(src, offset, half, best, top_magnitude, flip)
+                offset += 2 * half  # (an odd run's last element, below)
+                n -= 2 * half
+            run = _view(src, offset, offset + n)
             if float_bits:
-                for i in range(n - start):
+                for i in range(n):
                     best = max(best, flipped(float_key(run[i]), flip))
                     top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
             else:
-                for i in range(n - start):
+                for i in range(n):
                     best = max(best, flipped(run[i], flip))
         elif float_bits:
             for i in range(n):
@@ -139,8 +151,10 @@ def _max_run_for(float_bits, long_runs=True):
     return max_run
 
 
-max_key_run = _max_run_for(True)
-max_value_run = _max_run_for(False)
+# The row kernels read each row in one stream, whatever its length: with the two-stream function
+# beside their loop, they read float16 rows from memory slower (docs/changes.md).
+max_key_run = _max_run_for(True, long_runs=False)
+max_value_run = _max_run_for(False, long_runs=False)
 
 
 # Kernels reach the max_run and max_columns of their kind of data through these overloads on a
