@@ -117,7 +117,8 @@ def _max_run_for(float_bits, long_runs=True):
     magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
     flipped by ``flip`` first (0 for a max). All in src's own integer type. A contiguous run of 2 *
     STREAMS_MIN_RUN elements or more is read in two streams (_halves_max_for); without ``long_runs``
-    (the serial kernels', whose inputs are shorter) that function is left out, and its compile time."""
+    (the serial kernels' and the row kernels', max_key_run and max_value_run) every run is read in
+    one stream, and the two-stream function is left out, with its compile time."""
     halves_max = _halves_max_for(float_bits)
 
     @njit_for(float_bits, long_runs, fastmath=FASTMATH)
@@ -162,7 +163,8 @@ max_value_run = _max_run_for(False, long_runs=False)
 # pickled contents, and a dispatcher pickles differently in every process (a disk-cache miss each
 # time).
 def max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
-    """_max_run_for(float_bits)'s max_run; ``float_bits`` a constant."""
+    """_max_run_for(float_bits)'s max_run, long runs in two streams (the general and block kernels');
+    ``float_bits`` a constant."""
 
 
 def short_max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
