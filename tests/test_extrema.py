@@ -111,6 +111,35 @@ def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
             assert_matches(getattr(numred, op)(data), expected(op, data))
 
 
+ONE_SIGN_ROWS = (
+    # (sign of the row's values, the special value planted, if any)
+    (-1, None), (1, None), (-1, -np.nan), (-1, np.nan), (1, -np.nan), (1, np.nan), (-1, -np.inf),
+    (-1, np.inf), (1, np.inf), (1, -np.inf), (-1, -0.0), (-1, 0.0), (1, 0.0), (1, -0.0), (0, 0.0), (0, None),
+)
+
+
+@pytest.mark.parametrize("n", [5, 1000, 70001])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+def test_rows_of_one_sign_find_their_extremes(dtype, n):
+    # Contiguous float runs are reduced through the largest and smallest of their bits as signed
+    # integers and the largest as unsigned ones (kernels.maxima.extremes_to_state); which of them
+    # holds the max, the min or a NaN depends on the signs present. Rows of negative values only,
+    # positive only, and zeros of one sign (sign 0: -0.0), each with a NaN or an infinity of either
+    # sign or a zero of the other sign planted, or none; rows, and each kind of row over all axes
+    # of three copies (the general kernel's chunks, long runs read in halves).
+    rng = np.random.default_rng(23)
+    x = np.empty((len(ONE_SIGN_ROWS), n), dtype=dtype)
+    for r, (sign, planted) in enumerate(ONE_SIGN_ROWS):
+        x[r] = rng.uniform(0.5, 3, n) * sign if sign else -0.0
+        if planted is not None:
+            x[r, (r * 7919) % n if r % 3 else n - 1] = planted
+    for op in ("reduce_max", "reduce_min"):
+        assert_matches(getattr(numred, op)(x, [1]), expected(op, x, [1]))
+        for r in range(len(ONE_SIGN_ROWS)):
+            block = np.repeat(x[r:r + 1], 3, axis=0)
+            assert_matches(getattr(numred, op)(block), expected(op, block), f"row kind {ONE_SIGN_ROWS[r]}")
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64])
 def test_leading_axis_maxima_are_per_column(dtype):
     # Reducing a leading axis reads rows of neighbouring outputs together; every column must start

@@ -1,13 +1,14 @@
 """Maxima: float data is compared on integer keys of its bits (an integer max vectorises, a float
-max that keeps NaN does not), with NaNs found from the magnitudes; integer data directly. The max
-functions are made per float or integer data (``float_bits``, a constant).
+max that keeps NaN does not), with NaNs found from the magnitudes, and a contiguous run through
+three integer extremes of its bits that give both (extremes_to_state); integer data directly. The
+max functions are made per float or integer data (``float_bits``, a constant).
 """
 from __future__ import annotations
 
 import functools
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
@@ -83,6 +84,48 @@ def _magnitude_bits_impl(x):
     return None
 
 
+def unsigned_bits(x):
+    """The bits of signed integer x as the unsigned integer type of its width."""
+
+
+@overload(unsigned_bits, jit_options={"fastmath": False})
+def _unsigned_bits_impl(x):
+    if isinstance(x, types.Integer) and x.signed:
+        unsigned = as_dtype(types.Integer.from_bitwidth(x.bitwidth, signed=False)).type
+        return lambda x: unsigned(x)
+    return None
+
+
+def signed_bits(u, like):
+    """The bits of unsigned integer u as the signed integer type of ``like``."""
+
+
+@overload(signed_bits, jit_options={"fastmath": False})
+def _signed_bits_impl(u, like):
+    if isinstance(u, types.Integer) and isinstance(like, types.Integer):
+        same = _same_type(like)
+        return lambda u, like: same(u)
+    return None
+
+
+@njit(fastmath=False)
+def extremes_to_state(top_signed, low_signed, top_unsigned, best, top_magnitude, flip):
+    """(best, top_magnitude) of max_run updated with a contiguous run of float bits known by three
+    extremes of its elements read as integers: the largest and the smallest signed, and the largest
+    unsigned (as a signed value). Non-negative floats are the non-negative integers, in their order;
+    negative floats are the negative integers, in the reverse order of their values (-0.0 is the
+    smallest). So the largest float is the largest signed element when one is non-negative, else the
+    smallest signed one; the smallest float is the largest unsigned element when one is negative
+    (sign bit set), else the smallest signed one. The largest magnitude is that of the largest
+    signed element or of the largest unsigned one, whichever is larger."""
+    top_magnitude = max(top_magnitude, max(magnitude_bits(top_signed), magnitude_bits(top_unsigned)))
+    if flip == 0:
+        largest = top_signed if top_signed >= 0 else low_signed
+        return max(best, float_key(largest)), top_magnitude
+    smallest = top_unsigned if top_unsigned < 0 else low_signed
+    return max(best, flipped(float_key(smallest), flip)), top_magnitude
+
+
 @functools.cache
 def _halves_max_for(float_bits):
     """halves_max(src, offset, half, best, top_magnitude, flip) -> (best, top_magnitude) over the
@@ -95,12 +138,19 @@ def _halves_max_for(float_bits):
         first = _view(src, offset, offset + half)
         second = _view(src, offset + half, offset + 2 * half)
         best_second, top_magnitude_second = best, top_magnitude
-        if float_bits:
+        if float_bits:  # three integer extremes per half (extremes_to_state)
+            top_signed, low_signed, top_unsigned = first[0], first[0], unsigned_bits(first[0])
+            top_signed_second, low_signed_second, top_unsigned_second = second[0], second[0], unsigned_bits(second[0])
             for i in range(half):
-                best = max(best, flipped(float_key(first[i]), flip))
-                top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
-                best_second = max(best_second, flipped(float_key(second[i]), flip))
-                top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
+                top_signed = max(top_signed, first[i])
+                low_signed = min(low_signed, first[i])
+                top_unsigned = max(top_unsigned, unsigned_bits(first[i]))
+                top_signed_second = max(top_signed_second, second[i])
+                low_signed_second = min(low_signed_second, second[i])
+                top_unsigned_second = max(top_unsigned_second, unsigned_bits(second[i]))
+            return extremes_to_state(max(top_signed, top_signed_second), min(low_signed, low_signed_second),
+                                     signed_bits(max(top_unsigned, top_unsigned_second), first[0]), best,
+                                     top_magnitude, flip)
         else:
             for i in range(half):
                 best = max(best, flipped(first[i], flip))
@@ -133,9 +183,14 @@ def _max_run_for(float_bits, long_runs=True):
                 n -= 2 * half
             run = _view(src, offset, offset + n)
             if float_bits:
-                for i in range(n):
-                    best = max(best, flipped(float_key(run[i]), flip))
-                    top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
+                if n > 0:  # three integer extremes (extremes_to_state): three vector operations per element
+                    top_signed, low_signed, top_unsigned = run[0], run[0], unsigned_bits(run[0])
+                    for i in range(n):
+                        top_signed = max(top_signed, run[i])
+                        low_signed = min(low_signed, run[i])
+                        top_unsigned = max(top_unsigned, unsigned_bits(run[i]))
+                    best, top_magnitude = extremes_to_state(top_signed, low_signed, signed_bits(top_unsigned, run[0]),
+                                                            best, top_magnitude, flip)
             else:
                 for i in range(n):
                     best = max(best, flipped(run[i], flip))
