@@ -126,6 +126,26 @@ def extremes_to_state(top_signed, low_signed, top_unsigned, best, top_magnitude,
     return max(best, flipped(float_key(smallest), flip)), top_magnitude
 
 
+@njit(fastmath=FASTMATH)
+def two_runs_extremes(src, first, second, n):
+    """The three integer extremes (extremes_to_state) of each of two contiguous runs of ``n`` >= 1
+    elements of float bits, from ``first`` and from ``second``, read side by side: two memory
+    streams, which keep more reads in flight than one (the row kernel's neighbouring rows)."""
+    a = _view(src, first, first + n)
+    b = _view(src, second, second + n)
+    top_a, low_a, top_unsigned_a = a[0], a[0], unsigned_bits(a[0])
+    top_b, low_b, top_unsigned_b = b[0], b[0], unsigned_bits(b[0])
+    for i in range(n):
+        top_a = max(top_a, a[i])
+        low_a = min(low_a, a[i])
+        top_unsigned_a = max(top_unsigned_a, unsigned_bits(a[i]))
+        top_b = max(top_b, b[i])
+        low_b = min(low_b, b[i])
+        top_unsigned_b = max(top_unsigned_b, unsigned_bits(b[i]))
+    return ((top_a, low_a, signed_bits(top_unsigned_a, a[0])),
+            (top_b, low_b, signed_bits(top_unsigned_b, a[0])))
+
+
 @functools.cache
 def _halves_max_for(float_bits):
     """halves_max(src, offset, half, best, top_magnitude, flip) -> (best, top_magnitude) over the
