@@ -187,8 +187,8 @@ def _max_run_for(float_bits, long_runs=True):
     magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
     flipped by ``flip`` first (0 for a max). All in src's own integer type. A contiguous run of 2 *
     STREAMS_MIN_RUN elements or more is read in two streams (_halves_max_for); without ``long_runs``
-    (the serial kernels' and the row kernels', max_key_run and max_value_run) every run is read in
-    one stream, and the two-stream function is left out, with its compile time."""
+    (the serial kernels' and the integer row kernel's, short_max_run and max_value_run) every run is
+    read in one stream, and the two-stream function is left out, with its compile time."""
     halves_max = _halves_max_for(float_bits)
 
     @njit_for(float_bits, long_runs, fastmath=FASTMATH)
@@ -227,9 +227,9 @@ def _max_run_for(float_bits, long_runs=True):
     return max_run
 
 
-# The row kernels read each row in one stream, whatever its length: with the two-stream function
-# beside their loop, they read float16 rows from memory slower (docs/changes.md).
-max_key_run = _max_run_for(True, long_runs=False)
+# The float row kernel reads a long row (a whole input over all axes on one thread) in halves too;
+# the integer one in one stream.
+max_key_run = _max_run_for(True, long_runs=True)
 max_value_run = _max_run_for(False, long_runs=False)
 
 
