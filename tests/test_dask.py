@@ -251,27 +251,36 @@ def test_the_chunk_step_runs_its_kernels_on_the_cores_of_its_worker(monkeypatch,
     distributed = pytest.importorskip("distributed")
     from numred import _partials
 
+    from numred import _dask
+
     threads = numba.get_num_threads()
     seen = []
-    chunk_states = _partials.chunk_states
+    chunk_states, reduce_in_memory = _partials.chunk_states, _dask.reduce_in_memory
 
-    def spy(*args):
-        seen.append(numba.get_num_threads())
-        return chunk_states(*args)
+    def spy(step):
+        def watched(*args):
+            seen.append(numba.get_num_threads())
+            return step(*args)
+
+        return watched
 
     def get_worker():
         if worker_threads is None:
             raise ValueError("No worker found")
         return types.SimpleNamespace(state=types.SimpleNamespace(nthreads=worker_threads))
 
-    monkeypatch.setattr(_partials, "chunk_states", spy)
+    monkeypatch.setattr(_partials, "chunk_states", spy(chunk_states))
+    monkeypatch.setattr(_dask, "reduce_in_memory", spy(reduce_in_memory))
     monkeypatch.setattr(distributed, "get_worker", get_worker)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    x = np.arange(4 * 100_000, dtype=np.int64).reshape(4, 100_000)  # parallel plans: 100000 elements a block
-    got = numred.reduce_sum(da.from_array(x, chunks=(2, 100_000)), [1], keepdims=0).compute(scheduler="sync")
-    assert got.tolist() == [sum(range(k * 100_000, (k + 1) * 100_000)) for k in range(4)]
-    assert seen == [min(worker_threads or threads, threads)] * 2
-    assert numba.get_num_threads() == threads
+    x = np.arange(4 * 200_000, dtype=np.int64).reshape(4, 200_000)  # parallel plans: 200000 elements a block
+    # rows whole in each block (the block's in-memory results), then cut in two (partial states)
+    for chunks in ((2, 200_000), (4, 100_000)):
+        seen.clear()
+        got = numred.reduce_sum(da.from_array(x, chunks=chunks), [1], keepdims=0).compute(scheduler="sync")
+        assert got.tolist() == [sum(range(k * 200_000, (k + 1) * 200_000)) for k in range(4)]
+        assert seen == [min(worker_threads or threads, threads)] * 2
+        assert numba.get_num_threads() == threads
 
 
 def _combine_levels(lazy):
