@@ -75,13 +75,14 @@ def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64])
 def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
     # A long contiguous run is read as two halves side by side, then the element after them
-    # (kernels.maxima.max_run); float rows also two at a time (the last of an odd count alone). Row
-    # r holds its largest value at position r of the positions below (each end of each half, the
-    # rest, and some in between) and its smallest at the next one; among
-    # floats also a NaN of either sign in every fifth row and zeros of both signs alone in every
-    # seventh. Rows, a whole row (one output) and nine rows over both axes.
+    # (kernels.maxima.max_run; float data as four quarters); float rows also two at a time (the
+    # last of an odd count alone). Row r holds its largest value at position r of the positions
+    # below (each end of each half and quarter, the rest, and some in between) and its smallest at
+    # the next one; among floats also a NaN of either sign in every fifth row and zeros of both
+    # signs alone in every seventh. Rows, a whole row (one output) and nine rows over both axes.
     half = n // 2
-    positions = sorted({0, 1, half - 1, half, half + 1, 2 * half - 1, n - 1, n // 3, (3 * n) // 4})
+    positions = sorted({0, 1, half // 2 - 1, half // 2, half - 1, half, half + 1, half + half // 2 - 1,
+                        half + half // 2, 2 * half - 1, n - 1, n // 3, (3 * n) // 4})
     n_rows = 2 * len(positions) + 1
     rng = np.random.default_rng(11)
     floats = np.dtype(dtype).kind not in "iu"

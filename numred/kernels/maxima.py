@@ -149,27 +149,43 @@ def two_runs_extremes(src, first, second, n):
 @functools.cache
 def _halves_max_for(float_bits):
     """halves_max(src, offset, half, best, top_magnitude, flip) -> (best, top_magnitude) over the
-    ``2 * half`` elements from ``offset``, as max_run: the two halves read side by side, two memory
-    streams, which keep more reads in flight than one (a max does not depend on the order of its
-    elements). The general kernel's long runs take it (reductions over all axes, chunks)."""
+    ``2 * half`` elements from ``offset``, as max_run: integer data as its two halves side by side,
+    float data as the two halves of each half, four memory streams, which keep more reads in flight
+    than one (a max does not depend on the order of its elements). The general kernel's long runs
+    take it (reductions over all axes, chunks), and the float row kernel's."""
 
     @njit_for(float_bits, fastmath=FASTMATH)
     def halves_max(src, offset, half, best, top_magnitude, flip):
         first = _view(src, offset, offset + half)
         second = _view(src, offset + half, offset + 2 * half)
         best_second, top_magnitude_second = best, top_magnitude
-        if float_bits:  # three integer extremes per half (extremes_to_state)
-            top_signed, low_signed, top_unsigned = first[0], first[0], unsigned_bits(first[0])
-            top_signed_second, low_signed_second, top_unsigned_second = second[0], second[0], unsigned_bits(second[0])
-            for i in range(half):
-                top_signed = max(top_signed, first[i])
-                low_signed = min(low_signed, first[i])
-                top_unsigned = max(top_unsigned, unsigned_bits(first[i]))
-                top_signed_second = max(top_signed_second, second[i])
-                low_signed_second = min(low_signed_second, second[i])
-                top_unsigned_second = max(top_unsigned_second, unsigned_bits(second[i]))
-            return extremes_to_state(max(top_signed, top_signed_second), min(low_signed, low_signed_second),
-                                     signed_bits(max(top_unsigned, top_unsigned_second), first[0]), best,
+        if float_bits:  # three integer extremes per quarter (extremes_to_state): four streams
+            q = half // 2
+            a, b = first[:q], first[q:2 * q]
+            c, d = second[:q], second[q:2 * q]
+            ts_a, ls_a, tu_a = first[0], first[0], unsigned_bits(first[0])
+            ts_b, ls_b, tu_b = ts_a, ls_a, tu_a
+            ts_c, ls_c, tu_c = ts_a, ls_a, tu_a
+            ts_d, ls_d, tu_d = ts_a, ls_a, tu_a
+            for i in range(q):
+                ts_a = max(ts_a, a[i])
+                ls_a = min(ls_a, a[i])
+                tu_a = max(tu_a, unsigned_bits(a[i]))
+                ts_b = max(ts_b, b[i])
+                ls_b = min(ls_b, b[i])
+                tu_b = max(tu_b, unsigned_bits(b[i]))
+                ts_c = max(ts_c, c[i])
+                ls_c = min(ls_c, c[i])
+                tu_c = max(tu_c, unsigned_bits(c[i]))
+                ts_d = max(ts_d, d[i])
+                ls_d = min(ls_d, d[i])
+                tu_d = max(tu_d, unsigned_bits(d[i]))
+            for i in range(2 * q, half):  # an odd half's last element
+                ts_a = max(ts_a, max(first[i], second[i]))
+                ls_a = min(ls_a, min(first[i], second[i]))
+                tu_a = max(tu_a, max(unsigned_bits(first[i]), unsigned_bits(second[i])))
+            return extremes_to_state(max(max(ts_a, ts_b), max(ts_c, ts_d)), min(min(ls_a, ls_b), min(ls_c, ls_d)),
+                                     signed_bits(max(max(tu_a, tu_b), max(tu_c, tu_d)), first[0]), best,
                                      top_magnitude, flip)
         else:
             for i in range(half):
