@@ -197,17 +197,19 @@ def _halves_max_for(float_bits):
 
 
 @functools.cache
-def _max_run_for(float_bits, long_runs=True):
+def _max_run_for(float_bits, long_runs=True, extremes=True):
     """max_run(src, offset, n, step, best, top_magnitude, flip) -> (best, top_magnitude), updated with
     one run: for float keys (``float_bits``, a constant), the max float_key and the largest
     magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
     flipped by ``flip`` first (0 for a max). All in src's own integer type. A contiguous run of 2 *
     STREAMS_MIN_RUN elements or more is read in two streams (_halves_max_for); without ``long_runs``
     (the serial kernels' and the integer row kernel's, short_max_run and max_value_run) every run is
-    read in one stream, and the two-stream function is left out, with its compile time."""
+    read in one stream, and the two-stream function is left out, with its compile time. A contiguous
+    run of float data in one stream is reduced through three integer extremes (extremes_to_state)
+    with ``extremes``, else through its keys (64-bit data: short runs ran slower through extremes)."""
     halves_max = _halves_max_for(float_bits)
 
-    @njit_for(float_bits, long_runs, fastmath=FASTMATH)
+    @njit_for(float_bits, long_runs, extremes, fastmath=FASTMATH)
     def max_run(src, offset, n, step, best, top_magnitude, flip):
         # A contiguous run is read through a view: indexing src[offset + i] keeps a negative-index
         # check per element, and the loop is not vectorised.
@@ -218,7 +220,11 @@ def _max_run_for(float_bits, long_runs=True):
                 offset += 2 * half  # (an odd run's last element, below)
                 n -= 2 * half
             run = _view(src, offset, offset + n)
-            if float_bits:
+            if float_bits and not extremes:
+                for i in range(n):
+                    best = max(best, flipped(float_key(run[i]), flip))
+                    top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
+            elif float_bits:
                 if n > 0:  # three integer extremes (extremes_to_state): three vector operations per element
                     top_signed, low_signed, top_unsigned = run[0], run[0], unsigned_bits(run[0])
                     for i in range(n):
@@ -243,10 +249,20 @@ def _max_run_for(float_bits, long_runs=True):
     return max_run
 
 
-# The float row kernel reads a long row (a whole input over all axes on one thread) in halves too;
-# the integer one in one stream.
-max_key_run = _max_run_for(True, long_runs=True)
+# The integer row kernel reads each row in one stream.
 max_value_run = _max_run_for(False, long_runs=False)
+
+
+def max_key_run(src, offset, n, step, best, top_magnitude, flip):
+    """max_run of float keys for the float row kernels: a long row (a whole input over all axes on
+    one thread) in quarters too; a row of 64-bit data in one stream through its keys."""
+
+
+@overload(max_key_run, inline="always", jit_options={"fastmath": FASTMATH})
+def _max_key_run_by_width(src, offset, n, step, best, top_magnitude, flip):
+    specialised = _max_run_for(True, True, src.dtype.bitwidth <= 32)
+    return lambda src, offset, n, step, best, top_magnitude, flip: specialised(
+        src, offset, n, step, best, top_magnitude, flip)
 
 
 # Kernels reach the max_run and max_columns of their kind of data through these overloads on a
@@ -265,7 +281,7 @@ def short_max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
 
 def _max_run_overload(long_runs):
     def max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude, flip):
-        specialised = _max_run_for(_constant(float_bits, "float_bits"), long_runs)
+        specialised = _max_run_for(_constant(float_bits, "float_bits"), long_runs, src.dtype.bitwidth <= 32)
         return lambda src, offset, n, step, float_bits, best, top_magnitude, flip: specialised(
             src, offset, n, step, best, top_magnitude, flip)
 
