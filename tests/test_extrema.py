@@ -74,12 +74,12 @@ def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis)
 @pytest.mark.parametrize("n", [32768, 32769, 65539])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64])
 def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
-    # A long contiguous run is read as two halves side by side, then the element after them
-    # (kernels.maxima.max_run; float data as four quarters); float rows also two at a time (the
-    # last of an odd count alone). Row r holds its largest value at position r of the positions
-    # below (each end of each half and quarter, the rest, and some in between) and its smallest at
-    # the next one; among floats also a NaN of either sign in every fifth row and zeros of both
-    # signs alone in every seventh. Rows, a whole row (one output) and nine rows over both axes.
+    # A long contiguous run of the general kernel is read as two halves side by side, then the
+    # element after them (kernels.maxima.max_run); rows in one stream. Row r holds its largest value
+    # at position r of the positions below (each end of each half and of their halves, the rest,
+    # and some in between) and its smallest at the next one; among floats also a NaN of either sign
+    # in every fifth row and zeros of both signs alone in every seventh. Rows, a whole row (one
+    # output) and nine rows over both axes.
     half = n // 2
     positions = sorted({0, 1, half // 2 - 1, half // 2, half - 1, half, half + 1, half + half // 2 - 1,
                         half + half // 2, 2 * half - 1, n - 1, n // 3, (3 * n) // 4})
@@ -123,13 +123,12 @@ ONE_SIGN_ROWS = (
 @pytest.mark.parametrize("n", [5, 1000, 70001])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
 def test_rows_of_one_sign_find_their_extremes(dtype, n):
-    # Contiguous float runs are reduced through the largest and smallest of their bits as signed
-    # integers and the largest as unsigned ones (kernels.maxima.extremes_to_state); which of them
-    # holds the max, the min or a NaN depends on the signs present. Rows of negative values only,
-    # positive only, and zeros of one sign (sign 0: -0.0), each with a NaN or an infinity of either
-    # sign or a zero of the other sign planted, or none; rows (read two at a time, side by side,
-    # and a last one alone, in halves when long), and each kind of row over all axes of three
-    # copies (the general kernel's chunks, long runs read in halves).
+    # Which element holds a float max or min, and whether a NaN is found, depends on the signs
+    # present: a max of negative values only is the one of smallest magnitude, a min of positive
+    # values only likewise, and a NaN's sign bit may be set. Rows of negative values only, positive
+    # only, and zeros of one sign (sign 0: -0.0), each with a NaN or an infinity of either sign or a
+    # zero of the other sign planted, or none; rows (an even and an odd count), and each kind of row
+    # over all axes of three copies (the general kernel's chunks, long runs read in halves).
     rng = np.random.default_rng(23)
     x = np.empty((len(ONE_SIGN_ROWS), n), dtype=dtype)
     for r, (sign, planted) in enumerate(ONE_SIGN_ROWS):
@@ -137,7 +136,7 @@ def test_rows_of_one_sign_find_their_extremes(dtype, n):
         if planted is not None:
             x[r, (r * 7919) % n if r % 3 else n - 1] = planted
     for op in ("reduce_max", "reduce_min"):
-        for rows in (x, x[1:]):  # rows two at a time; with an odd count the last one alone
+        for rows in (x, x[1:]):
             assert_matches(getattr(numred, op)(rows, [1]), expected(op, rows, [1]))
         for r in range(len(ONE_SIGN_ROWS)):
             block = np.repeat(x[r:r + 1], 3, axis=0)

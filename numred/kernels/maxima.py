@@ -1,14 +1,13 @@
 """Maxima: float data is compared on integer keys of its bits (an integer max vectorises, a float
-max that keeps NaN does not), with NaNs found from the magnitudes, and a contiguous run through
-three integer extremes of its bits that give both (extremes_to_state); integer data directly. The
-max functions are made per float or integer data (``float_bits``, a constant).
+max that keeps NaN does not), with NaNs found from the magnitudes; integer data directly. The max
+functions are made per float or integer data (``float_bits``, a constant).
 """
 from __future__ import annotations
 
 import functools
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
@@ -84,109 +83,24 @@ def _magnitude_bits_impl(x):
     return None
 
 
-def unsigned_bits(x):
-    """The bits of signed integer x as the unsigned integer type of its width."""
-
-
-@overload(unsigned_bits, jit_options={"fastmath": False})
-def _unsigned_bits_impl(x):
-    if isinstance(x, types.Integer) and x.signed:
-        unsigned = as_dtype(types.Integer.from_bitwidth(x.bitwidth, signed=False)).type
-        return lambda x: unsigned(x)
-    return None
-
-
-def signed_bits(u, like):
-    """The bits of unsigned integer u as the signed integer type of ``like``."""
-
-
-@overload(signed_bits, jit_options={"fastmath": False})
-def _signed_bits_impl(u, like):
-    if isinstance(u, types.Integer) and isinstance(like, types.Integer):
-        same = _same_type(like)
-        return lambda u, like: same(u)
-    return None
-
-
-@njit(fastmath=False)
-def extremes_to_state(top_signed, low_signed, top_unsigned, best, top_magnitude, flip):
-    """(best, top_magnitude) of max_run updated with a contiguous run of float bits known by three
-    extremes of its elements read as integers: the largest and the smallest signed, and the largest
-    unsigned (as a signed value). Non-negative floats are the non-negative integers, in their order;
-    negative floats are the negative integers, in the reverse order of their values (-0.0 is the
-    smallest). So the largest float is the largest signed element when one is non-negative, else the
-    smallest signed one; the smallest float is the largest unsigned element when one is negative
-    (sign bit set), else the smallest signed one. The largest magnitude is that of the largest
-    signed element or of the largest unsigned one, whichever is larger."""
-    top_magnitude = max(top_magnitude, max(magnitude_bits(top_signed), magnitude_bits(top_unsigned)))
-    if flip == 0:
-        largest = top_signed if top_signed >= 0 else low_signed
-        return max(best, float_key(largest)), top_magnitude
-    smallest = top_unsigned if top_unsigned < 0 else low_signed
-    return max(best, flipped(float_key(smallest), flip)), top_magnitude
-
-
-@njit(fastmath=FASTMATH)
-def two_runs_extremes(src, first, second, n):
-    """The three integer extremes (extremes_to_state) of each of two contiguous runs of ``n`` >= 1
-    elements of float bits, from ``first`` and from ``second``, read side by side: two memory
-    streams, which keep more reads in flight than one (the row kernel's neighbouring rows)."""
-    a = _view(src, first, first + n)
-    b = _view(src, second, second + n)
-    top_a, low_a, top_unsigned_a = a[0], a[0], unsigned_bits(a[0])
-    top_b, low_b, top_unsigned_b = b[0], b[0], unsigned_bits(b[0])
-    for i in range(n):
-        top_a = max(top_a, a[i])
-        low_a = min(low_a, a[i])
-        top_unsigned_a = max(top_unsigned_a, unsigned_bits(a[i]))
-        top_b = max(top_b, b[i])
-        low_b = min(low_b, b[i])
-        top_unsigned_b = max(top_unsigned_b, unsigned_bits(b[i]))
-    return ((top_a, low_a, signed_bits(top_unsigned_a, a[0])),
-            (top_b, low_b, signed_bits(top_unsigned_b, a[0])))
-
-
 @functools.cache
 def _halves_max_for(float_bits):
     """halves_max(src, offset, half, best, top_magnitude, flip) -> (best, top_magnitude) over the
-    ``2 * half`` elements from ``offset``, as max_run: integer data as its two halves side by side,
-    float data as the two halves of each half, four memory streams, which keep more reads in flight
-    than one (a max does not depend on the order of its elements). The general kernel's long runs
-    take it (reductions over all axes, chunks), and the float row kernel's."""
+    ``2 * half`` elements from ``offset``, as max_run: the two halves read side by side, two memory
+    streams, which keep more reads in flight than one (a max does not depend on the order of its
+    elements). The general kernel's long runs take it (reductions over all axes, chunks)."""
 
     @njit_for(float_bits, fastmath=FASTMATH)
     def halves_max(src, offset, half, best, top_magnitude, flip):
         first = _view(src, offset, offset + half)
         second = _view(src, offset + half, offset + 2 * half)
         best_second, top_magnitude_second = best, top_magnitude
-        if float_bits:  # three integer extremes per quarter (extremes_to_state): four streams
-            q = half // 2
-            a, b = first[:q], first[q:2 * q]
-            c, d = second[:q], second[q:2 * q]
-            ts_a, ls_a, tu_a = first[0], first[0], unsigned_bits(first[0])
-            ts_b, ls_b, tu_b = ts_a, ls_a, tu_a
-            ts_c, ls_c, tu_c = ts_a, ls_a, tu_a
-            ts_d, ls_d, tu_d = ts_a, ls_a, tu_a
-            for i in range(q):
-                ts_a = max(ts_a, a[i])
-                ls_a = min(ls_a, a[i])
-                tu_a = max(tu_a, unsigned_bits(a[i]))
-                ts_b = max(ts_b, b[i])
-                ls_b = min(ls_b, b[i])
-                tu_b = max(tu_b, unsigned_bits(b[i]))
-                ts_c = max(ts_c, c[i])
-                ls_c = min(ls_c, c[i])
-                tu_c = max(tu_c, unsigned_bits(c[i]))
-                ts_d = max(ts_d, d[i])
-                ls_d = min(ls_d, d[i])
-                tu_d = max(tu_d, unsigned_bits(d[i]))
-            for i in range(2 * q, half):  # an odd half's last element
-                ts_a = max(ts_a, max(first[i], second[i]))
-                ls_a = min(ls_a, min(first[i], second[i]))
-                tu_a = max(tu_a, max(unsigned_bits(first[i]), unsigned_bits(second[i])))
-            return extremes_to_state(max(max(ts_a, ts_b), max(ts_c, ts_d)), min(min(ls_a, ls_b), min(ls_c, ls_d)),
-                                     signed_bits(max(max(tu_a, tu_b), max(tu_c, tu_d)), first[0]), best,
-                                     top_magnitude, flip)
+        if float_bits:
+            for i in range(half):
+                best = max(best, flipped(float_key(first[i]), flip))
+                top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
+                best_second = max(best_second, flipped(float_key(second[i]), flip))
+                top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
         else:
             for i in range(half):
                 best = max(best, flipped(first[i], flip))
@@ -197,19 +111,17 @@ def _halves_max_for(float_bits):
 
 
 @functools.cache
-def _max_run_for(float_bits, long_runs=True, extremes=True):
+def _max_run_for(float_bits, long_runs=True):
     """max_run(src, offset, n, step, best, top_magnitude, flip) -> (best, top_magnitude), updated with
     one run: for float keys (``float_bits``, a constant), the max float_key and the largest
     magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
     flipped by ``flip`` first (0 for a max). All in src's own integer type. A contiguous run of 2 *
     STREAMS_MIN_RUN elements or more is read in two streams (_halves_max_for); without ``long_runs``
-    (the serial kernels' and the integer row kernel's, short_max_run and max_value_run) every run is
-    read in one stream, and the two-stream function is left out, with its compile time. A contiguous
-    run of float data in one stream is reduced through three integer extremes (extremes_to_state)
-    with ``extremes``, else through its keys (64-bit data: short runs ran slower through extremes)."""
+    (the serial kernels' and the row kernels', max_key_run and max_value_run) every run is read in
+    one stream, and the two-stream function is left out, with its compile time."""
     halves_max = _halves_max_for(float_bits)
 
-    @njit_for(float_bits, long_runs, extremes, fastmath=FASTMATH)
+    @njit_for(float_bits, long_runs, fastmath=FASTMATH)
     def max_run(src, offset, n, step, best, top_magnitude, flip):
         # A contiguous run is read through a view: indexing src[offset + i] keeps a negative-index
         # check per element, and the loop is not vectorised.
@@ -220,19 +132,10 @@ def _max_run_for(float_bits, long_runs=True, extremes=True):
                 offset += 2 * half  # (an odd run's last element, below)
                 n -= 2 * half
             run = _view(src, offset, offset + n)
-            if float_bits and not extremes:
+            if float_bits:
                 for i in range(n):
                     best = max(best, flipped(float_key(run[i]), flip))
                     top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
-            elif float_bits:
-                if n > 0:  # three integer extremes (extremes_to_state): three vector operations per element
-                    top_signed, low_signed, top_unsigned = run[0], run[0], unsigned_bits(run[0])
-                    for i in range(n):
-                        top_signed = max(top_signed, run[i])
-                        low_signed = min(low_signed, run[i])
-                        top_unsigned = max(top_unsigned, unsigned_bits(run[i]))
-                    best, top_magnitude = extremes_to_state(top_signed, low_signed, signed_bits(top_unsigned, run[0]),
-                                                            best, top_magnitude, flip)
             else:
                 for i in range(n):
                     best = max(best, flipped(run[i], flip))
@@ -249,20 +152,10 @@ def _max_run_for(float_bits, long_runs=True, extremes=True):
     return max_run
 
 
-# The integer row kernel reads each row in one stream.
+# The row kernels read each row in one stream, whatever its length: with the two-stream function
+# beside their loop, they read float16 rows from memory slower (docs/changes.md).
+max_key_run = _max_run_for(True, long_runs=False)
 max_value_run = _max_run_for(False, long_runs=False)
-
-
-def max_key_run(src, offset, n, step, best, top_magnitude, flip):
-    """max_run of float keys for the float row kernels: a long row (a whole input over all axes on
-    one thread) in quarters too; a row of 64-bit data in one stream through its keys."""
-
-
-@overload(max_key_run, inline="always", jit_options={"fastmath": FASTMATH})
-def _max_key_run_by_width(src, offset, n, step, best, top_magnitude, flip):
-    specialised = _max_run_for(True, True, src.dtype.bitwidth <= 32)
-    return lambda src, offset, n, step, best, top_magnitude, flip: specialised(
-        src, offset, n, step, best, top_magnitude, flip)
 
 
 # Kernels reach the max_run and max_columns of their kind of data through these overloads on a
@@ -281,7 +174,7 @@ def short_max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
 
 def _max_run_overload(long_runs):
     def max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude, flip):
-        specialised = _max_run_for(_constant(float_bits, "float_bits"), long_runs, src.dtype.bitwidth <= 32)
+        specialised = _max_run_for(_constant(float_bits, "float_bits"), long_runs)
         return lambda src, offset, n, step, float_bits, best, top_magnitude, flip: specialised(
             src, offset, n, step, best, top_magnitude, flip)
 

@@ -16,11 +16,10 @@ from .columns import _fold
 from .decode import as_float64, as_wide
 from .integers import (HALVES_BLOCK, INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
                        _int_runs4, _term_run, isqrt64, squares_and_largest_run)
-from .maxima import (extremes_to_state, flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run,
-                     two_runs_extremes)
+from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
 from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_INT32_ROW,
                       ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
-                      ONE_STREAM_MIN_LARGE_ROW, ONE_STREAM_ROWS, _rows_together)
+                      ONE_STREAM_MIN_LARGE_ROW, _rows_together)
 from .runs import _add_run, _float_row, _float_run, _float_runs4
 from .split_sums import (ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN,
                          float64_one_pass, float64_run_two_pass)
@@ -417,18 +416,7 @@ def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_redu
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
     first_task, end_task = share(n_kept, part, parts)
-    k = first_task
-    if step == 1 and not ONE_STREAM_ROWS:  # contiguous rows two at a time (two_runs_extremes)
-        lowest = lowest_key(keys[0])
-        while k + 2 <= end_task:
-            origin = base + k * kept_stride
-            extremes = two_runs_extremes(keys, origin, origin + kept_stride, n_reduced)
-            for j in range(2):
-                best, top_magnitude = extremes_to_state(*extremes[j], lowest, magnitude_bits(lowest), flip)
-                value = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(flipped(best, flip)), carrier)
-                store_rounded(result, k + j, value)
-            k += 2
-    for k in range(k, end_task):
+    for k in range(first_task, end_task):
         origin = base + k * kept_stride
         lowest = lowest_key(keys[origin])
         best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest), flip)
