@@ -171,19 +171,20 @@ def _task_threads():
         numba.set_num_threads(threads)
 
 
-def _reduce_block(name, keepdims, block):
+def _reduce_block(name, keepdims, block, axis=None):
     with _task_threads():
-        return reduce_in_memory(OPS_BY_NAME[name], block, None, keepdims, 0)
+        return reduce_in_memory(OPS_BY_NAME[name], block, axis, keepdims, 0)
 
 
 def _block_results(name, x, axis, keepdims, computing_meta=False):
+    """The chunk step where every output lies in one block: its results, kept axes kept."""
     if computing_meta:
         return np.empty((0,) * x.ndim, dtype=x.dtype)
-    with _task_threads():
-        return reduce_in_memory(OPS_BY_NAME[name], x, axis, 1, 0)
+    return _reduce_block(name, 1, x, axis)
 
 
 def _kept_results(results, axis, keepdims):
+    """The aggregate step of _block_results: the reduced axes dropped unless kept."""
     return results if keepdims else results.reshape([n for a, n in enumerate(results.shape) if a not in axis])
 
 

@@ -249,17 +249,15 @@ def test_the_chunk_step_runs_its_kernels_on_the_cores_of_its_worker(monkeypatch,
     import numba
 
     distributed = pytest.importorskip("distributed")
-    from numred import _partials
-
-    from numred import _dask
+    from numred import _dask, _partials
 
     threads = numba.get_num_threads()
     seen = []
     chunk_states, reduce_in_memory = _partials.chunk_states, _dask.reduce_in_memory
 
-    def spy(step):
+    def spy(step, label):
         def watched(*args):
-            seen.append(numba.get_num_threads())
+            seen.append((label, numba.get_num_threads()))
             return step(*args)
 
         return watched
@@ -269,17 +267,17 @@ def test_the_chunk_step_runs_its_kernels_on_the_cores_of_its_worker(monkeypatch,
             raise ValueError("No worker found")
         return types.SimpleNamespace(state=types.SimpleNamespace(nthreads=worker_threads))
 
-    monkeypatch.setattr(_partials, "chunk_states", spy(chunk_states))
-    monkeypatch.setattr(_dask, "reduce_in_memory", spy(reduce_in_memory))
+    monkeypatch.setattr(_partials, "chunk_states", spy(chunk_states, "states"))
+    monkeypatch.setattr(_dask, "reduce_in_memory", spy(reduce_in_memory, "in memory"))
     monkeypatch.setattr(distributed, "get_worker", get_worker)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     x = np.arange(4 * 200_000, dtype=np.int64).reshape(4, 200_000)  # parallel plans: 200000 elements a block
     # rows whole in each block (the block's in-memory results), then cut in two (partial states)
-    for chunks in ((2, 200_000), (4, 100_000)):
+    for chunks, step in (((2, 200_000), "in memory"), ((4, 100_000), "states")):
         seen.clear()
         got = numred.reduce_sum(da.from_array(x, chunks=chunks), [1], keepdims=0).compute(scheduler="sync")
         assert got.tolist() == [sum(range(k * 200_000, (k + 1) * 200_000)) for k in range(4)]
-        assert seen == [min(worker_threads or threads, threads)] * 2
+        assert seen == [(step, min(worker_threads or threads, threads))] * 2
         assert numba.get_num_threads() == threads
 
 
