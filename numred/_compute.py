@@ -1,8 +1,12 @@
-"""The driver: run the kernels of a plan, combine partials, round once to the output dtype.
+"""The engine: which kernels compute a plan (the dispatch), and the driver that runs them, combines
+their partials, finishes and rounds once to the output dtype.
 
-``compute_direct`` takes an operator's Reduction, a Plan, the data's ``src`` view and the (native) input
-dtype and returns a 1-D array of ``plan.n_kept`` results in that dtype. The accumulator policy
-lives here, in one place:
+``compute``, the engine's entry point, takes an operator's Reduction, a Plan, the data's ``src`` view
+and the (native) input dtype and returns a 1-D array of ``plan.n_kept`` results in that dtype. The
+module reads top down: the dispatch rules (``kernel_call``: the one kernel call that finishes a
+plan, as data), the drivers of the reductions the kernels finish themselves (``compute_direct``),
+then the operators built on other reductions' results. The accumulator policy lives here, in one
+place:
 
 | input                          | accumulator                                       | final step            |
 |--------------------------------|---------------------------------------------------|-----------------------|
@@ -22,8 +26,10 @@ lives here, in one place:
 |                                | of its bits; NaN found from the magnitudes)       | data)                 |
 
 ReduceL1, ReduceL2, ReduceLogSum (a ``finish`` step on unrounded sums) and ReduceProd (the PRODUCT
-term: mantissa and exponent partials) are finished in ``numred._derived``, on top of the drivers here;
-its ``compute`` is the engine's entry point.
+term: mantissa and exponent partials) are finished at the end of the module, on top of the drivers:
+ReduceL1 from the chunk partials of sums of |x|, ReduceL2 and ReduceLogSum from unrounded float64
+sums of their layout's sum kernels (integers: from exact or wrapping integer reductions), and
+ReduceProd from its products kernel's (mantissa, exponent) partials.
 """
 from __future__ import annotations
 
@@ -32,12 +38,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _exact
 from .kernels import finish as finishing
 from .kernels import integers, rows, serial, table, tiles
+from .kernels.serial import L2_SMALLEST_SUM
 from ._plan import Plan
-from ._reduction import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT,
-                         SUM, Reduction, Term, Undecided, as_dtype)
-from ._runtime import run
+from ._reduction import (ABS, EXACT, EXP, FLOAT_BITS, INT_WIDENING, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND,
+                         SQRT, SQUARES, SUM, WRAPPING, Reduction, Term, Undecided)
+from ._runtime import get_num_threads, run
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
 # scaling), then multiply the result back; a sum of fewer than 2**63 finite float64 values cannot
@@ -53,7 +61,7 @@ _NO_EXPONENTS = np.zeros(0, dtype=np.int64)  # and for the products kernels
 class KernelCall(NamedTuple):
     """One kernel call that computes and stores finished results: what ``kernel_call`` decides."""
 
-    kernels: tuple  # a Kernel (serial, parallel), or (a serial-only kernel, None)
+    kernels: object  # a Kernel (kernels.jit), or a serial-only kernel (a dispatcher)
     parallel: bool
     args: tuple  # after src (and keys), before the result
     carrier: np.dtype  # of src and of the result: the kernels' view of the dtype
@@ -169,12 +177,12 @@ def _finished_call(reduction, plan, dtype):
     float64 one, whose serial kernel finishes and rounds the results itself. Where one is not
     decided there (an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
     that is not finite) the kernel returns False and the driver computes the call its general way
-    (_derived.finished). float64 single runs, serial or parallel, take the row kernels of the sum of
+    (finished). float64 single runs, serial or parallel, take the row kernels of the sum of
     squares or of x (split sums, which vectorise where the serial kernel's lanes of TwoSums do
     not); their results are checked instead (KernelCall.finite and lowest: a log that is not
     finite, a square root at or below serial.L2_SMALLEST_RESULT or not finite). None for chunk
     partials, integer LogSum, integer L2 but of single runs and small inputs (int_l2_call), and
-    other parallel float64 L2 and LogSum, which _derived.finished computes from other reductions'
+    other parallel float64 L2 and LogSum, which finished computes from other reductions'
     results. An integer ReduceL1 is the wrapping sum of |x| (unsigned data: of x, ReduceSum's), one
     integer kernel call where there are no chunks."""
     if dtype not in FLOAT_BITS:
@@ -191,7 +199,7 @@ def _finished_call(reduction, plan, dtype):
         return None if call is None else call._replace(lowest=lowest)
     if plan.parallel:
         return None
-    return KernelCall((serial.float_sums(int(reduction.term), True), None), False,
+    return KernelCall(serial.float_sums(int(reduction.term), True), False,
                       (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, int(reduction.finish)), dtype,
                       finite=True)
 
@@ -204,7 +212,7 @@ def products_kernel(plan, dtype) -> str:
 
 def _products_call(plan, dtype):
     """The KernelCall of a ReduceProd with one chunk per output, whose products kernel stores the
-    finished results; None with chunks (their partials are combined in _derived.products)."""
+    finished results; None with chunks (their partials are combined in products)."""
     if plan.nchunks != 1:
         return None
     floats = dtype in FLOAT_BITS
@@ -230,7 +238,7 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
     term, finish = int(term), int(finish)  # (the kernels take plain ints)
     narrow = _narrow_tile(plan, carrier.itemsize)
     if not plan.parallel and not plan.single_run:  # (single runs: the row kernels, called serially)
-        kernels = serial.float_sums(term, carrier == np.float64), None
+        kernels = serial.float_sums(term, carrier == np.float64)
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish
     elif plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
@@ -265,7 +273,7 @@ def _int_call(plan, term, carrier, count):
         kernels = rows.int_rows(term, rows.int_rows_four(term, carrier, n_kept, n_reduced, step))
         args = plan.base, kept_stride, n_kept, n_reduced, step, count
     elif not plan.parallel:
-        kernels = serial.int_sums(term), None
+        kernels = serial.int_sums(term)
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, count
     elif plan.single_block:
         kernels = table.KERNELS[table.INT_BLOCKS[term]]
@@ -297,7 +305,7 @@ def _log_sum_exp_call(plan, dtype):
         key_dtype, inf_bits = FLOAT_BITS[dtype]
         carrier = RESULT_DTYPE[dtype]
         if not plan.parallel:
-            return KernelCall((serial.float_log_sum_exp(dtype.char == "d"), None), False,
+            return KernelCall(serial.float_log_sum_exp(dtype.char == "d"), False,
                               (inf_bits, plan.base, plan.dims, plan.kept_ndim), carrier, keys=key_dtype)
         if plan.single_run:
             return KernelCall(table.KERNELS["float_rows_log_sum_exp"], True,
@@ -308,7 +316,7 @@ def _log_sum_exp_call(plan, dtype):
         return None
     type_max = INT_WIDENING[dtype][1]
     if not plan.parallel:
-        return KernelCall((serial.int_log_sum_exp(), None), False,
+        return KernelCall(serial.int_log_sum_exp(), False,
                           (plan.base, plan.dims, plan.kept_ndim, plan.n_reduced, type_max), dtype, undecided=True)
     if plan.single_run:
         return KernelCall(table.KERNELS["int_rows_log_sum_exp"], True, (plan.base, *_kept_rows(plan), type_max),
@@ -327,14 +335,14 @@ def _extrema_call(plan, dtype, minimum):
     if dtype in FLOAT_BITS:
         key_dtype, inf_bits = FLOAT_BITS[dtype]
         if not plan.parallel:
-            return KernelCall((serial.extrema(True), None), False,
+            return KernelCall(serial.extrema(True), False,
                               (plan.base, plan.dims, plan.kept_ndim, inf_bits, flip), RESULT_DTYPE[dtype], keys=key_dtype)
         if plan.single_run:
             return KernelCall(table.KERNELS["float_rows_extrema"], True, (plan.base, *_kept_rows(plan), inf_bits, flip),
                               RESULT_DTYPE[dtype], keys=key_dtype)
         return None
     if not plan.parallel:
-        return KernelCall((serial.extrema(False), None), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
+        return KernelCall(serial.extrema(False), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
     if plan.single_run:
         return KernelCall(table.KERNELS["int_rows_extrema"], True, (plan.base, *_kept_rows(plan), flip), dtype)
     return None
@@ -346,11 +354,37 @@ def _kept_rows(plan):
     return kept_stride, n_kept, n_reduced, step
 
 
+def _root_max(dtype):
+    """The largest integer ReduceL2 result the kernels store: the dtype's largest value, or
+    2**32 - 1 (every root of a sum below 2**64 fits a 64-bit dtype), as uint64."""
+    return np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1))
+
+
+def int_l2_call(plan, dtype):
+    """The KernelCall of an integer ReduceL2 of single runs (kernels.rows.int_rows_l2) or of a small
+    input (kernels.serial.int_l2): the roots of outputs whose sum of squares is below 2**64 by
+    their largest |x|. False returned where one is not: finished then computes the call."""
+    largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
+    if plan.single_run:
+        n_kept, kept_stride, n_reduced, step = plan.single_run
+        return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
+                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, _root_max(dtype)), dtype,
+                          finite=True)
+    return KernelCall(serial.int_l2(), False,
+                      (plan.base, plan.dims, plan.kept_ndim, largest_fit, _root_max(dtype)), dtype, finite=True)
+
+
 # The drivers
+
+def as_dtype(result: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The kernels' float results read as ``dtype``: a view for float16 and bfloat16 bits, else the
+    array itself."""
+    return result if result.dtype is dtype else result.view(dtype)
+
 
 def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``, for the reductions the
-    kernels finish themselves (no finish step, not PRODUCT; numred._derived.compute takes every
+    kernels finish themselves (no finish step, not PRODUCT; compute takes every
     reduction): 1-D, ``plan.n_kept`` results in ``dtype``."""
     if dtype not in FLOAT_BITS and not reduction.int_kernels:
         raise Undecided  # (the operator's exact function computes its integers)
@@ -417,7 +451,7 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
 
 def _int_sums(plan, src, term, count, result):
     """Integer exact sum divided by ``count`` (SUM) or wrapping sum of squares (SQUARES) or of |x|
-    (ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
+    (ABS) into result, of the input dtype (or uint64: int_square_sums): the kernels
     compute uint64 two's-complement bits, and the store keeps the low bits."""
     call = _int_call(plan, term, src.dtype, count)
     if call is not None:
@@ -474,21 +508,261 @@ def _int_log_sum_exp(plan, src, dtype, result):
     result[:] = wide_result
 
 
-def _root_max(dtype):
-    """The largest integer ReduceL2 result the kernels store: the dtype's largest value, or
-    2**32 - 1 (every root of a sum below 2**64 fits a 64-bit dtype), as uint64."""
-    return np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1))
+# The engine's entry point, and the operators built on other reductions' results
+
+def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
+    results in ``dtype``. Raises Undecided where exact arithmetic must decide a result."""
+    if reduction.finish is not None:
+        return finished(reduction, plan, src, dtype)
+    if reduction.term == PRODUCT:
+        return products(plan, src, dtype)
+    return compute_direct(reduction, plan, src, dtype)
 
 
-def int_l2_call(plan, dtype):
-    """The KernelCall of an integer ReduceL2 of single runs (kernels.rows.int_rows_l2) or of a small
-    input (kernels.serial.int_l2): the roots of outputs whose sum of squares is below 2**64 by
-    their largest |x|. False returned where one is not: numred._derived then computes the call."""
-    largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
-    if plan.single_run:
-        n_kept, kept_stride, n_reduced, step = plan.single_run
-        return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
-                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, _root_max(dtype)), dtype,
-                          finite=True)
-    return KernelCall((serial.int_l2(), None), False,
-                      (plan.base, plan.dims, plan.kept_ndim, largest_fit, _root_max(dtype)), dtype, finite=True)
+# ReduceL1, ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here,
+# unrounded: nothing, a square root or a log, then the one rounding to the output dtype.
+
+_LN_2 = math.log(2.0)
+
+_INT_MEAN = Reduction(SUM, EXACT, mean=True)
+_INT_SUM = Reduction(SUM, EXACT)
+_INT_SQUARES = Reduction(SQUARES, WRAPPING)
+_MAX, _MIN = Reduction(KEY, MAX), Reduction(KEY, MIN)
+_PRODUCT = Reduction(PRODUCT, WRAPPING)
+
+
+def _largest_magnitudes(plan, src, dtype):
+    """max |x| per output, in float64 (exact for floats; integers rounded), from ReduceMax's and
+    ReduceMin's kernels."""
+    return np.maximum(np.abs(compute_direct(_MAX, plan, src, dtype).astype(np.float64)),
+                      np.abs(compute_direct(_MIN, plan, src, dtype).astype(np.float64)))
+
+
+def finished(reduction, plan, src, dtype):
+    """ReduceL1 (ROUND), ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
+    call = kernel_call(reduction, plan, dtype)
+    if call is not None:  # one kernel call (_finished_call), unless it leaves a float64 result undecided
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
+        returned = call(src, result)
+        if returned is None and call.finite:  # (the row kernels: their results checked here)
+            returned = finishing.all_finite_above(result, call.lowest)
+        if returned or not call.finite:
+            return as_dtype(result, dtype)
+    if dtype not in FLOAT_BITS:
+        if reduction.finish == ROUND:
+            return _int_l1(plan, src, dtype)
+        if reduction.finish == SQRT:
+            return _int_l2(plan, src, dtype)
+        return _int_log_sum(plan, src, dtype)
+    if reduction.finish == ROUND or dtype.char != "d":
+        # chunk partials combined, finished and rounded once: the sum of |x| (float64: no partial sum of
+        # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
+        # sum of narrower floats (no overflow, no bits lost in subnormal squares)
+        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
+        _float_sums(plan, src, reduction.term, result, finish=reduction.finish)
+        return as_dtype(result, dtype)
+    sums = _float64_sums(plan, src, reduction.term)
+    # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if reduction.finish == SQRT:
+            _check_l2_range(plan, src, dtype, sums)
+            return np.sqrt(sums)
+        logs = np.log(sums)
+        if not finishing.all_finite_above(sums, -math.inf):
+            # as a float64 sum (compute): partial sums of finite values may overflow where the whole
+            # sum does not; the sum of x * 2**-64 cannot, and its log differs by 64 * ln 2
+            rescaled = _float64_sums(plan, src, SUM, scale=_SUM_RESCALE)
+            logs = np.where(np.isfinite(sums), logs, np.log(rescaled) + 64 * _LN_2)
+    return logs
+
+
+def _check_l2_range(plan, src, dtype, sums):
+    """Undecided where a float64 sum of squares overflowed or is small enough to have lost bits in
+    subnormal squares (zero included: four 1e-200 square to 0), unless the data's largest magnitude
+    says it is right: 0 (all zeros) or inf. Those outputs are computed scaled (_exact.l2)."""
+    suspect = ~((sums >= L2_SMALLEST_SUM) & (sums < np.inf) | np.isnan(sums))
+    if suspect.any():
+        largest = _largest_magnitudes(plan, src, dtype)
+        if np.any(suspect & (largest > 0) & (largest < np.inf)):
+            raise Undecided
+
+
+def _float64_sums(plan, src, term, scale=1.0):
+    """The float64 sums of float64 data's ``term`` (x * scale, x * x) per output, unrounded: from the kernel
+    a mean or sum of squares of the plan runs (rows, tiles, blocks, the general kernel with one
+    chunk per output), its results stored into a float64 array; else from the general kernel's
+    chunk partials, combined in chunk order."""
+    sums = np.empty(plan.n_kept)
+    call = _float_call(plan, term, src.dtype, scale)
+    if call is not None:
+        call(src, sums)
+        return sums
+    total = np.empty(_tasks(plan))
+    comp = np.empty(_tasks(plan))
+    _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp,
+            1.0, 0, np.empty(0, dtype=src.dtype))
+    finishing.finish_float_sums(total, comp, plan.nchunks, 1.0, 0, sums)
+    return sums
+
+
+def products(plan, src, dtype):
+    """The product over each output's elements (1-D, in ``dtype``): with one chunk per output the
+    products kernel's own finished results; otherwise from its partial states (kernels.products):
+    floats the chunks' mantissas multiplied (each in [1, 2):
+    no overflow for any number of chunks a plan has) and their exponents added, then one rounding;
+    integers the chunks' wrapping uint64 products multiplied, modulo 2**64, and their low bits."""
+    floats = dtype in FLOAT_BITS
+    carrier = RESULT_DTYPE[dtype] if floats else dtype
+    call = kernel_call(_PRODUCT, plan, dtype)
+    if call is not None:  # one chunk per output: the kernel stores the finished results
+        result = np.empty(plan.n_kept, dtype=carrier)
+        call(src, result)
+        return as_dtype(result, dtype)
+    exponents = np.empty(_tasks(plan), dtype=np.int64)
+    mantissas = np.empty(_tasks(plan) if floats else 0)
+    _launch(products_kernel(plan, dtype), plan, PRODUCT, *_geometry(plan, src), plan.tile, mantissas,
+            exponents, np.empty(0, dtype=carrier))
+    if not floats:
+        return np.multiply.reduce(exponents.view(np.uint64).reshape(plan.n_kept, plan.nchunks), axis=1).astype(dtype)
+    fractions, exponents = product_states(mantissas.reshape(plan.n_kept, plan.nchunks),
+                                          exponents.reshape(plan.n_kept, plan.nchunks))
+    return finished_products(fractions, exponents, dtype)
+
+
+def product_states(mantissas, exponents):
+    """The (fraction in [1/2, 1), exponent) state of each row of (mantissa, exponent) partial products
+    (2-D arrays): the mantissas multiplied in column order, each product renormalised (frexp is exact),
+    so that no number of pieces overflows or underflows; the exponents added."""
+    fractions = np.ones(mantissas.shape[0])
+    total = np.zeros(mantissas.shape[0], dtype=np.int64)
+    # (IEEE: 0 x inf is NaN; no warnings for it)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        for column in range(mantissas.shape[1]):
+            fractions, more = np.frexp(fractions * mantissas[:, column])
+            total += exponents[:, column] + more
+    return fractions, total
+
+
+def finished_products(fractions, exponents, dtype):
+    """fraction * 2**exponent per output, rounded once to ``dtype`` (a result beyond its range is inf
+    or 0, as IEEE rounding gives it)."""
+    with np.errstate(over="ignore", under="ignore"):
+        # (an exponent beyond +-4000 overflows or underflows float64 whatever the fraction)
+        return np.ldexp(fractions, np.clip(exponents, -4000, 4000).astype(np.int32)).astype(dtype)
+
+
+def _int_l1(plan, src, dtype):
+    """The sum of |x| modulo 2**bits, from the kernels' chunk partials of the term int_l1_term picks
+    (the one-call case is _finished_call's)."""
+    result = np.empty(plan.n_kept, dtype=dtype)
+    _int_sums(plan, src, int_l1_term(dtype), 1, result)
+    return result
+
+
+def _means_and_residues(plan, src, dtype):
+    """Per output, q = trunc(S / n) of its exact integer sum S (the exact mean kernel) and S modulo
+    2**bits (the wrapping sum kernel, as unsigned). Truncation toward zero puts S within n - 1 of n q,
+    a range of 2 n - 1 values; with n <= 2**(bits - 1) the residue picks the one value of that range.
+    Undecided (the rows are summed in Python) for larger n."""
+    if plan.n_reduced > 1 << (8 * dtype.itemsize - 1):
+        raise Undecided
+    return compute_direct(_INT_MEAN, plan, src, dtype), compute_direct(_INT_SUM, plan, src, dtype).view(f"u{dtype.itemsize}")
+
+
+def int_totals(plan, src, dtype):
+    """The exact integer sum S of each output, as Python ints (_means_and_residues)."""
+    n = plan.n_reduced
+    quotients, residues = _means_and_residues(plan, src, dtype)
+    modulus = 1 << (8 * dtype.itemsize)
+    return [n * q - (n - 1) + (r - n * q + (n - 1)) % modulus for q, r in zip(quotients.tolist(), residues.tolist())]
+
+
+# From this many outputs an integer ReduceLogSum is finished in NumPy (_int_log_sum); below it NumPy's
+# fixed cost per step is more than Python's per output
+_LOG_SUMS_IN_NUMPY = 32
+
+
+def _int_log_sum(plan, src, dtype):
+    """trunc(ln S) of each output's exact integer sum S; ValueError where one is <= 0.
+
+    With many outputs, S = n q + d in NumPy (_means_and_residues): d + n - 1 = (r - n q + n - 1)
+    modulo 2**bits, in wrapping unsigned arithmetic, so |d| < n with the sign of S; S <= 0 exactly
+    where q n + d in float64 is; the log of that (three roundings: still within 1e-15 of ln S), and S
+    as a Python int only where the log is within rounding of an integer (_exact.floor_ln): Python ints
+    for every output would cost more than the rest of the call."""
+    if plan.n_kept < _LOG_SUMS_IN_NUMPY:
+        totals = int_totals(plan, src, dtype)
+        if any(s <= 0 for s in totals):
+            raise _exact.log_sum_not_positive(dtype)
+        return _exact.trunc_ln(totals).astype(dtype)
+    n = plan.n_reduced
+    quotients, residues = _means_and_residues(plan, src, dtype)
+    unsigned = residues.dtype.type
+    offsets = (residues - quotients.astype(residues.dtype) * unsigned(n) + unsigned(n - 1)).astype(np.int64) - (n - 1)
+    quotients = quotients.astype(np.uint64 if dtype.kind == "u" else np.int64)
+    approximations = quotients.astype(np.float64) * float(n) + offsets
+    if np.any(approximations <= 0):
+        raise _exact.log_sum_not_positive(dtype)
+    return _exact.floor_ln(approximations, lambda i: n * int(quotients[i]) + int(offsets[i])).astype(dtype)
+
+
+# Below this many elements, the largest |x| of an integer input's memory is NumPy's (its min and max):
+# a kernel (kernels.rows.int_largest_magnitudes) would be compiled for a first call that does not
+# need it, and lengthen that call. From it on, that kernel finds it in one parallel pass over the
+# memory, faster than ReduceMin's and ReduceMax's kernels.
+_LARGEST_BY_KERNEL_MIN = 1 << 18
+# pieces of the memory per thread in that kernel
+_LARGEST_PIECES_PER_THREAD = 4
+
+
+def _largest_magnitude(src):
+    """max |x| over all of ``src`` (an integer input's memory), as a Python int."""
+    if src.size < _LARGEST_BY_KERNEL_MIN:
+        return max(-int(src.min()), int(src.max()))
+    piece = -(-src.size // (_LARGEST_PIECES_PER_THREAD * get_num_threads()))
+    largest = np.empty(-(-src.size // piece), dtype=np.uint64)  # (no piece empty, whatever the thread count)
+    run(table.KERNELS["int_largest_magnitudes"], True, src, piece, largest)
+    return int(largest.max())
+
+
+def squares_fit(plan, src, dtype):
+    """Whether every output's exact integer sum of squares is below 2**64, so that the wrapping sum
+    of squares modulo 2**64 (int_square_sums) is that sum. max|x| is first bounded over all of src's
+    memory (_largest_magnitude; src may hold elements between the input's own, which can only raise
+    the bound), and only where that bound is too large per output, by ReduceMax's and ReduceMin's
+    kernels: data of moderate magnitude compiles and runs no maxima kernels."""
+    n = plan.n_reduced
+    info = np.iinfo(dtype)
+    if n * max(info.max, -info.min) ** 2 < 1 << 64:  # whatever the data (int32: up to 3 elements)
+        return True
+    if n * _largest_magnitude(src) ** 2 < 1 << 64:
+        return True
+    largest = _largest_magnitudes(plan, src, dtype)
+    # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
+    return bool(np.all(n * largest * largest < 2.0**64 * (1 - 2.0**-40)))
+
+
+def int_square_sums(plan, src, dtype):
+    """The integer sum of squares of each output modulo 2**64, as uint64 (exact where squares_fit).
+    The kernels square and add in uint64; 32-bit data's results go to a uint64 array of their own
+    (ReduceSumSquare stores only their low 32 bits), so that every int32 or uint32 L2 whose sum of
+    squares is below 2**64, all of those whose result fits, is decided here and not in Python."""
+    if dtype.itemsize == 8:
+        return compute_direct(_INT_SQUARES, plan, src, dtype).view(np.uint64)
+    sums = np.empty(plan.n_kept, dtype=np.uint64)
+    _int_sums(plan, src, SQUARES, 1, sums)
+    return sums
+
+
+def _int_l2(plan, src, dtype):
+    """isqrt of the exact integer sum of squares of each output: from the wrapping sum of squares,
+    which is that sum where it fits (squares_fit); elsewhere Undecided: the rows are summed in
+    Python (_exact.l2). ValueError where a root does not fit the dtype (int32: 2**31 and above)."""
+    if not squares_fit(plan, src, dtype):
+        raise Undecided
+    squares = int_square_sums(plan, src, dtype)
+    roots = np.empty(squares.size, dtype=dtype)
+    if not finishing.finish_int_roots(squares, _root_max(dtype), roots):
+        raise _exact.l2_does_not_fit(dtype)
+    return roots

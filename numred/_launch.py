@@ -12,8 +12,9 @@ from numba import types
 
 from ._compute import KernelCall, Reduction, kernel_call
 from ._plan import Plan
-from ._runtime import LAUNCH, LAUNCH_ALL, Kernel, get_num_threads, kernel_address, run
+from ._runtime import LAUNCH, LAUNCH_ALL, get_num_threads, kernel_address, run_either
 from .kernels import finish
+from .kernels.jit import Kernel
 
 
 class OneLaunch:
@@ -43,7 +44,7 @@ class OneLaunch:
         self.keys, self.undecided, self.finite, self.lowest = call.keys, call.undecided, call.finite, call.lowest
         # (KernelCall)
         self.dtype = dtype  # of the input and the results; later calls pass the input's view as src (and keys)
-        # what run() calls: the first call of a variant, then its entry point
+        # what run_either() calls: the first call of a variant, then its entry point
         self.calls = [functools.partial(self._first_call, variant) for variant in (0, 1)]
 
     def _first_call(self, variant, src, *args):
@@ -52,8 +53,8 @@ class OneLaunch:
         if self.keys is not None:
             args = (src.view(self.keys), *args[1:])
         typed = (src, *args[:-1], args[-1].view(self.carrier))
-        if not isinstance(self.kernels, Kernel):  # a serial-only kernel, (dispatcher, None)
-            dispatcher, leading = self.kernels[0], ()
+        if not isinstance(self.kernels, Kernel):  # a serial-only kernel: a dispatcher
+            dispatcher, leading = self.kernels, ()
         else:
             dispatcher, leading = self.kernels.dispatcher, (0, 1)
         if variant == 1:
@@ -77,11 +78,11 @@ class OneLaunch:
         that is not finite, an undecided integer log-sum-exp) or where the plan was cut for
         ``threads`` threads and Numba now has another count; the caller then takes the general path.
         It leaves out every step a repeat has no use for: a serial launch calls its variant's entry
-        point (calls[0], once its first call has resolved it), a parallel one goes through run() for
+        point (calls[0], once its first call has resolved it), a parallel one goes through run_either() for
         its lock and its rule after a fork. That matters for small calls; on large parallel ones
         the kernel's time dominates."""
         calls = self.calls
-        parallel_launch = functools.partial(run, calls, True) if self.parallel else None
+        parallel_launch = functools.partial(run_either, calls, True) if self.parallel else None
         args, dtype, finite, lowest, undecided = self.args, self.dtype, self.finite, self.lowest, self.undecided
         keyed = self.keys is not None
 

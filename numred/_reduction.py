@@ -92,7 +92,7 @@ KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, Fals
 # sum kernels take every sum term, divided by the count or not. A reduction of these that is not in
 # KERNEL_SETS (the mean of squares, say) computes integer data by its operator's exact function.
 FLOAT_KERNEL_SETS = {(term, EXACT, mean) for term in (SUM, SQUARES, ABS) for mean in (False, True)}
-# (term, integer accumulator, finish) of the operators finished from unrounded sums (numred._derived):
+# (term, integer accumulator, finish) of the operators finished from unrounded sums (numred._compute):
 # the sum of |x| (integers: modulo 2**bits), the exact integer sum of squares' square root, the exact
 # integer sum's log
 FINISHED_SETS = {(ABS, WRAPPING, ROUND), (SQUARES, EXACT, SQRT), (SUM, EXACT, LOG)}
@@ -140,12 +140,6 @@ def add_bfloat16() -> np.dtype:
         RESULT_DTYPE[bfloat16] = np.dtype(np.int16)
         CARRIERS[bfloat16] = np.dtype(np.int16)  # (last: CARRIERS is what the front end checks)
     return bfloat16
-
-
-def as_dtype(result: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The kernels' float results read as ``dtype``: a view for float16 and bfloat16 bits, else the
-    array itself."""
-    return result if result.dtype is dtype else result.view(dtype)
 
 
 # ---- results the kernels leave undecided ----------------------------------------------------------

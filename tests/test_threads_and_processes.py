@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 
 import numred
-from numred import _derived, _runtime
+from numred import _compute, _runtime
 from numred._registry import OPS
-from numred.kernels import rows, table
+from numred.kernels import jit, rows, table
 from threads import with_threads
 
 
@@ -406,7 +406,7 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
 @pytest.mark.slow
 def test_a_changed_helper_module_invalidates_the_cached_kernels(tmp_path):
     # Numba stamps a cached function with its own source file, but numred's kernels compile helpers
-    # of other modules into themselves (_runtime.package_source_stamp). After a change to a helper
+    # of other modules into themselves (kernels.jit.package_source_stamp). After a change to a helper
     # module alone, a process must compile the kernels again, not load ones holding the old helper.
     root = tmp_path / "site"
     shutil.copytree(PACKAGE_DIR, root / "numred", ignore=shutil.ignore_patterns("__pycache__"))
@@ -465,12 +465,12 @@ def test_read_only_package_and_home(tmp_path, temp_writable):
         env.pop(name, None)
     code = textwrap.dedent(
         """
-        import numpy as np, numred, numred._runtime as r
+        import numpy as np, numred, numred.kernels.jit as jit
         assert numred.__file__.startswith(%r), numred.__file__
         x = np.arange(12, dtype=np.float32).reshape(3, 4)
         assert numred.reduce_mean(x, axes=[1]).ravel().tolist() == [1.5, 5.5, 9.5]
         assert numred.reduce_sum_square(x, axes=[0]).ravel().tolist() == [80.0, 107.0, 140.0, 179.0]
-        print(r._PRIVATE_ROOT)
+        print(jit._PRIVATE_ROOT)
         """ % str(site)
     )
     command = [*_without_root_privileges(), sys.executable, "-c", code]
@@ -502,9 +502,9 @@ def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
         for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
             plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)
             assert plan.parallel
-            parallel = _derived.compute(op.reduction, plan, src, data.dtype)
+            parallel = _compute.compute(op.reduction, plan, src, data.dtype)
             monkeypatch.setattr(_runtime, "_parallel_allowed", False)
-            serial = _derived.compute(op.reduction, plan, src, data.dtype)
+            serial = _compute.compute(op.reduction, plan, src, data.dtype)
             monkeypatch.setattr(_runtime, "_parallel_allowed", True)
             assert parallel.tobytes() == serial.tobytes(), (op.name, axes)
 
@@ -545,7 +545,7 @@ def test_every_compiled_kernel_has_its_own_qualified_name():
     # counter that restarts in every process. Closures of one factory (one per mode) share a qualname
     # and a signature, so two compiled in different processes could share a symbol, and a process
     # loading both from the disk cache would run one body for both (numba#10486; seen here as float
-    # means returning a log-sum-exp's -inf). _runtime.entry(name=...) gives each its own qualname.
+    # means returning a log-sum-exp's -inf). kernels.jit.entry(name=...) gives each its own qualname.
     from numba.core.dispatcher import Dispatcher
 
     from numred.kernels import catalogue, modules
@@ -567,7 +567,7 @@ def test_a_first_compile_says_so_once_through_the_numred_logger(caplog, monkeypa
 
     from numba import njit
 
-    monkeypatch.setattr(_runtime.COMPILE_NOTICE, "said", False)
+    monkeypatch.setattr(jit.COMPILE_NOTICE, "said", False)
     theirs, ours = {"__name__": "their_package"}, {"__name__": "numred._probe"}
     exec("def f(x):\n    return x + 1", theirs)
     exec("def f(x):\n    return x + 2", ours)
@@ -577,5 +577,5 @@ def test_a_first_compile_says_so_once_through_the_numred_logger(caplog, monkeypa
         probe = njit(ours["f"])
         assert probe(1) == 3 and probe(1.0) == 3.0  # two signatures: two compiles
     notices = [record for record in caplog.records if record.name == "numred"]
-    assert [record.getMessage() for record in notices] == [_runtime.CompileNotice.MESSAGE]
+    assert [record.getMessage() for record in notices] == [jit.CompileNotice.MESSAGE]
     assert notices[0].levelno == logging.INFO

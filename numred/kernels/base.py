@@ -18,7 +18,7 @@ from llvmlite import ir
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
-from .._runtime import renamed_copy
+from .jit import renamed_copy
 
 # reassociation lets LLVM vectorise the sums; fastmath=True would also assume no NaN/inf and
 # delete exactly the checks the contract depends on.
@@ -167,7 +167,7 @@ def _walker(dims, kept_ndim):
 def share(n_tasks, part, parts):
     """The tasks [first, end) of part ``part`` of ``parts`` of a kernel's ``n_tasks`` tasks: every kernel
     Python calls takes (part, parts) first, computes those tasks, and is compiled once, for a serial
-    call (0, 1) and for each part of a parallel launch (numred._runtime.Kernel) alike."""
+    call (0, 1) and for each part of a parallel launch (numred.kernels.jit.Kernel) alike."""
     return n_tasks * part // parts, n_tasks * (part + 1) // parts
 
 

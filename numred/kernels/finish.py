@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .._runtime import entry
+from .jit import entry
 from .base import _U64
 from .integers import _int_log_sum_exp, _int_mean, isqrt64
 from .maxima import key_to_float64

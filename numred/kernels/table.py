@@ -1,5 +1,5 @@
 """The kernels the drivers launch by name: {name: Kernel}. Each is compiled once, as a serial function of
-(part, parts, ...) that computes its part of the tasks (``numred._runtime.Kernel``): called with
+(part, parts, ...) that computes its part of the tasks (``numred.kernels.jit.Kernel``): called with
 (0, 1) for inputs below the size where a launch on threads pays (``numred._compute.threaded``), for a
 thread that finds a workqueue launch running, and for forked children of a parent that launched on
 OpenMP (``numred._runtime``); launched in parts on Numba's threads otherwise. Same tasks, same order,
@@ -7,7 +7,7 @@ same bits.
 """
 from __future__ import annotations
 
-from .._runtime import Kernel, entry
+from .jit import Kernel, entry
 from .base import TERM_NAMES, SUM, SUM_ABS, SUM_SQUARES
 from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
 from .general import _float_sums_for, _int_sums_for, _max_keys_for, int_sum_exp
