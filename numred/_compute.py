@@ -1,11 +1,11 @@
-"""The engine: which kernels compute a plan (the dispatch), and the driver that runs them, combines
-their partials, finishes and rounds once to the output dtype.
+"""The driver: which kernels compute a plan (the dispatch), and the drivers that run them, combine
+their partials and round once to the output dtype.
 
-``compute``, the engine's entry point, takes an operator's Reduction, a Plan, the data's ``src`` view
-and the (native) input dtype and returns a 1-D array of ``plan.n_kept`` results in that dtype. The
-module reads top down: the dispatch rules (``kernel_call``: the one kernel call that finishes a
-plan, as data), the drivers of the reductions the kernels finish themselves (``compute_direct``),
-then the operators built on other reductions' results. The accumulator policy lives here, in one
+``compute_direct`` takes an operator's Reduction, a Plan, the data's ``src`` view and the (native)
+input dtype and returns a 1-D array of ``plan.n_kept`` results in that dtype. The module reads top
+down: the dispatch rules (``kernel_call``: the one kernel call that finishes a plan, as data), then
+the drivers of the reductions the kernels finish themselves. The names without an underscore are
+what numred._derived builds the other operators from. The accumulator policy lives here, in one
 place:
 
 | input                          | accumulator                                       | final step            |
@@ -26,10 +26,8 @@ place:
 |                                | of its bits; NaN found from the magnitudes)       | data)                 |
 
 ReduceL1, ReduceL2, ReduceLogSum (a ``finish`` step on unrounded sums) and ReduceProd (the PRODUCT
-term: mantissa and exponent partials) are finished at the end of the module, on top of the drivers:
-ReduceL1 from the chunk partials of sums of |x|, ReduceL2 and ReduceLogSum from unrounded float64
-sums of their layout's sum kernels (integers: from exact or wrapping integer reductions), and
-ReduceProd from its products kernel's (mantissa, exponent) partials.
+term: mantissa and exponent partials) are finished in ``numred._derived``, on top of the drivers
+here; its ``compute`` is the engine's entry point.
 """
 from __future__ import annotations
 
@@ -38,21 +36,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _exact
 from .kernels import finish as finishing
 from .kernels import integers, rows, serial, table, tiles
-from .kernels.serial import L2_SMALLEST_SUM
 from ._plan import Plan
-from ._reduction import (ABS, EXACT, EXP, FLOAT_BITS, INT_WIDENING, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND,
-                         SQRT, SQUARES, SUM, WRAPPING, Reduction, Term, Undecided)
-from ._runtime import get_num_threads, run
+from ._reduction import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT,
+                         SUM, Reduction, Term, Undecided)
+from ._runtime import run
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
 # scaling), then multiply the result back; a sum of fewer than 2**63 finite float64 values cannot
 # overflow that way.
-_SUM_RESCALE = 2.0**-64
+SUM_RESCALE = 2.0**-64
 
-_NO_MAXIMA = np.zeros(0)  # the maxima argument of sums that are not of exp(x - max)
+NO_MAXIMA = np.zeros(0)  # the maxima argument of sums that are not of exp(x - max)
 _NO_PARTIALS = np.zeros(0)  # the chunk-partial arguments when the kernel writes the results itself
 _NO_WORDS = np.zeros(0, dtype=np.uint64)  # the same for the integer kernels
 _NO_EXPONENTS = np.zeros(0, dtype=np.int64)  # and for the products kernels
@@ -97,15 +93,15 @@ def threaded(plan: Plan, term: int) -> bool:
     return plan.parallel and plan.n_kept * plan.n_reduced >= least
 
 
-def _tasks(plan):
+def tasks(plan):
     return plan.n_kept * plan.nchunks
 
 
-def _geometry(plan, src):
+def geometry(plan, src):
     return (src, plan.base, plan.dims, plan.kept_ndim, plan.nchunks)
 
 
-def _launch(name, plan, term, *args):
+def launch(name, plan, term, *args):
     parallel = threaded(plan, term)
     return run(table.KERNELS[name], parallel, *args)
 
@@ -146,10 +142,10 @@ def _single_call(reduction, plan, dtype):
         return _log_sum_exp_call(plan, dtype)
     count = plan.n_reduced if reduction.mean else 1
     if dtype in FLOAT_BITS:
-        return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], divisor=float(count),
-                           finite=_retried_if_not_finite(reduction, dtype))
+        return float_call(plan, reduction.term, RESULT_DTYPE[dtype], divisor=float(count),
+                          finite=_retried_if_not_finite(reduction, dtype))
     if reduction.mean and _int_mean_by_float_tiles(plan, dtype):
-        return _float_call(plan, SUM, dtype, divisor=float(count))
+        return float_call(plan, SUM, dtype, divisor=float(count))
     return _int_call(plan, reduction.term, dtype, count)
 
 
@@ -177,12 +173,12 @@ def _finished_call(reduction, plan, dtype):
     float64 one, whose serial kernel finishes and rounds the results itself. Where one is not
     decided there (an L2 sum of squares that overflowed or may hold subnormal squares, a LogSum sum
     that is not finite) the kernel returns False and the driver computes the call its general way
-    (finished). float64 single runs, serial or parallel, take the row kernels of the sum of
+    (_derived.finished). float64 single runs, serial or parallel, take the row kernels of the sum of
     squares or of x (split sums, which vectorise where the serial kernel's lanes of TwoSums do
     not); their results are checked instead (KernelCall.finite and lowest: a log that is not
     finite, a square root at or below serial.L2_SMALLEST_RESULT or not finite). None for chunk
     partials, integer LogSum, integer L2 but of single runs and small inputs (int_l2_call), and
-    other parallel float64 L2 and LogSum, which finished computes from other reductions'
+    other parallel float64 L2 and LogSum, which _derived.finished computes from other reductions'
     results. An integer ReduceL1 is the wrapping sum of |x| (unsigned data: of x, ReduceSum's), one
     integer kernel call where there are no chunks."""
     if dtype not in FLOAT_BITS:
@@ -192,10 +188,10 @@ def _finished_call(reduction, plan, dtype):
             return int_l2_call(plan, dtype)
         return None
     if reduction.finish == ROUND or dtype.char != "d":
-        return _float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish=reduction.finish)
+        return float_call(plan, reduction.term, RESULT_DTYPE[dtype], finish=reduction.finish)
     if plan.single_run:
         lowest = serial.L2_SMALLEST_RESULT if reduction.finish == SQRT else -math.inf
-        call = _float_call(plan, reduction.term, dtype, finite=True, finish=reduction.finish)
+        call = float_call(plan, reduction.term, dtype, finite=True, finish=reduction.finish)
         return None if call is None else call._replace(lowest=lowest)
     if plan.parallel:
         return None
@@ -212,7 +208,7 @@ def products_kernel(plan, dtype) -> str:
 
 def _products_call(plan, dtype):
     """The KernelCall of a ReduceProd with one chunk per output, whose products kernel stores the
-    finished results; None with chunks (their partials are combined in products)."""
+    finished results; None with chunks (their partials are combined in _derived.products)."""
     if plan.nchunks != 1:
         return None
     floats = dtype in FLOAT_BITS
@@ -227,7 +223,7 @@ def _retried_if_not_finite(reduction, dtype):
     return reduction.term == SUM and dtype.char == "d"
 
 
-def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finite=False, finish=0):
+def float_call(plan, term, carrier, scale=1.0, maxima=NO_MAXIMA, divisor=1.0, finite=False, finish=0):
     """The KernelCall of a float sum that writes finished results itself: result[k] = sum_k / divisor
     (of x * scale, of x * x or of |x|; then its square root or log by ``finish``: SQRT or LOG;
     0 or ROUND, none) or
@@ -243,7 +239,7 @@ def _float_call(plan, term, carrier, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, 
     elif plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         variant = rows.float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scale)
-        if variant == rows.ROWS_COLUMNS:  # (chunk partials, combined by _float_sums)
+        if variant == rows.ROWS_COLUMNS:  # (chunk partials, combined by float_sums)
             return None
         kernels = rows.float_rows(term, variant)
         args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish
@@ -354,7 +350,7 @@ def _kept_rows(plan):
     return kept_stride, n_kept, n_reduced, step
 
 
-def _root_max(dtype):
+def root_max(dtype):
     """The largest integer ReduceL2 result the kernels store: the dtype's largest value, or
     2**32 - 1 (every root of a sum below 2**64 fits a 64-bit dtype), as uint64."""
     return np.uint64(min(int(np.iinfo(dtype).max), (1 << 32) - 1))
@@ -363,15 +359,15 @@ def _root_max(dtype):
 def int_l2_call(plan, dtype):
     """The KernelCall of an integer ReduceL2 of single runs (kernels.rows.int_rows_l2) or of a small
     input (kernels.serial.int_l2): the roots of outputs whose sum of squares is below 2**64 by
-    their largest |x|. False returned where one is not: finished then computes the call."""
+    their largest |x|. False returned where one is not: numred._derived then computes the call."""
     largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
         return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
-                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, _root_max(dtype)), dtype,
+                          (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, root_max(dtype)), dtype,
                           finite=True)
     return KernelCall(serial.int_l2(), False,
-                      (plan.base, plan.dims, plan.kept_ndim, largest_fit, _root_max(dtype)), dtype, finite=True)
+                      (plan.base, plan.dims, plan.kept_ndim, largest_fit, root_max(dtype)), dtype, finite=True)
 
 
 # The drivers
@@ -384,7 +380,7 @@ def as_dtype(result: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``, for the reductions the
-    kernels finish themselves (no finish step, not PRODUCT; compute takes every
+    kernels finish themselves (no finish step, not PRODUCT; numred._derived.compute takes every
     reduction): 1-D, ``plan.n_kept`` results in ``dtype``."""
     if dtype not in FLOAT_BITS and not reduction.int_kernels:
         raise Undecided  # (the operator's exact function computes its integers)
@@ -401,13 +397,13 @@ def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.
             raise Undecided
     elif reduction.term == EXP:
         if dtype in FLOAT_BITS:
-            _float_sums(plan, src, EXP, result, maxima=_maxima(plan, src, dtype))
+            float_sums(plan, src, EXP, result, maxima=_maxima(plan, src, dtype))
         else:
             _int_log_sum_exp(plan, src, dtype, result)
     elif dtype in FLOAT_BITS or (reduction.mean and _int_mean_by_float_tiles(plan, dtype)):
-        _float_sums(plan, src, reduction.term, result, divisor=float(count))
+        float_sums(plan, src, reduction.term, result, divisor=float(count))
     else:
-        _int_sums(plan, src, reduction.term, count, result)
+        int_sums(plan, src, reduction.term, count, result)
     if _retried_if_not_finite(reduction, dtype) and not (
             finishing.all_finite_above(result, -math.inf) if returned is None else returned):
         # inf/NaN inputs or an overflowing sum of finite values. The rescaled sums cannot overflow,
@@ -415,17 +411,17 @@ def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.
         # sum (mean) is within range, and for an infinity among values whose sum overflowed the
         # other way, that infinity ([-1.7e308, -1.7e308, inf] had come out NaN: -inf + inf).
         rescaled = np.empty(plan.n_kept)
-        _float_sums(plan, src, SUM, rescaled, scale=_SUM_RESCALE, divisor=float(count))
+        float_sums(plan, src, SUM, rescaled, scale=SUM_RESCALE, divisor=float(count))
         with np.errstate(over="ignore"):  # a sum beyond float64's range: inf, as IEEE addition
-            result = np.where(np.isfinite(result), result, rescaled / _SUM_RESCALE)
+            result = np.where(np.isfinite(result), result, rescaled / SUM_RESCALE)
     return as_dtype(result, dtype)
 
 
-def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1.0, finish=0):
-    """result = the float sums of _float_call on any plan, rounded once to result's dtype: with one
+def float_sums(plan, src, term, result, scale=1.0, maxima=NO_MAXIMA, divisor=1.0, finish=0):
+    """result = the float sums of float_call on any plan, rounded once to result's dtype: with one
     chunk per output the kernel writes the results itself; otherwise its chunk partials are
     combined here."""
-    call = _float_call(plan, term, src.dtype, scale, maxima, divisor, finish=finish)
+    call = float_call(plan, term, src.dtype, scale, maxima, divisor, finish=finish)
     if call is not None:
         return call(src, result)
     term, finish = int(term), int(finish)
@@ -438,10 +434,10 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
             scale, nchunks, total, comp)
         finishing.finish_float_sums(total, comp, nchunks, divisor, finish, result)
         return None
-    total = np.empty(_tasks(plan))
-    comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,
-            finish, result)
+    total = np.empty(tasks(plan))
+    comp = np.empty(tasks(plan))
+    launch(table.FLOAT_SUMS[term], plan, term, *geometry(plan, src), plan.tile, scale, maxima, total, comp, divisor,
+           finish, result)
     if term == EXP:
         finishing.finish_float_log_sum_exp(total, comp, plan.nchunks, maxima, result)
     else:
@@ -449,18 +445,18 @@ def _float_sums(plan, src, term, result, scale=1.0, maxima=_NO_MAXIMA, divisor=1
     return None
 
 
-def _int_sums(plan, src, term, count, result):
+def int_sums(plan, src, term, count, result):
     """Integer exact sum divided by ``count`` (SUM) or wrapping sum of squares (SQUARES) or of |x|
-    (ABS) into result, of the input dtype (or uint64: int_square_sums): the kernels
+    (ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
     compute uint64 two's-complement bits, and the store keeps the low bits."""
     call = _int_call(plan, term, src.dtype, count)
     if call is not None:
         call(src, result)
         return
-    low = np.empty(_tasks(plan), dtype=np.uint64)
-    high = np.empty(_tasks(plan), dtype=np.uint64)
+    low = np.empty(tasks(plan), dtype=np.uint64)
+    high = np.empty(tasks(plan), dtype=np.uint64)
     term = _int_kernel_term(term)
-    _launch(table.INT_SUMS[term], plan, SUM, *_geometry(plan, src), plan.tile, count, low, high, result)
+    launch(table.INT_SUMS[term], plan, SUM, *geometry(plan, src), plan.tile, count, low, high, result)
     if term != SUM:  # (the wrapping sums)
         finishing.finish_int_squares(low, plan.nchunks, result)
     else:
@@ -473,13 +469,13 @@ def _maxima(plan, src, dtype, minimum=False):
     is_float = dtype in FLOAT_BITS
     keys, inf_bits = (src.view(FLOAT_BITS[dtype][0]), FLOAT_BITS[dtype][1]) if is_float else (src, 0)
     wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
-    partial = np.empty(_tasks(plan), dtype=wide)
-    nans = np.empty(_tasks(plan), dtype=np.int64)
+    partial = np.empty(tasks(plan), dtype=wide)
+    nans = np.empty(tasks(plan), dtype=np.int64)
     # a min is the max of keys with every bit flipped (kernels.maxima.flipped; -1 is all ones in
     # every key type), flipped back at the end
     flip = -1 if minimum else 0
-    _launch(table.MAX_KEYS[is_float, plan.tile > 1], plan, KEY, *_geometry(plan, keys), plan.tile, inf_bits, flip,
-            partial, nans)
+    launch(table.MAX_KEYS[is_float, plan.tile > 1], plan, KEY, *geometry(plan, keys), plan.tile, inf_bits, flip,
+           partial, nans)
     if not is_float:
         keys = np.empty(plan.n_kept, dtype=wide)
         finishing.finish_max(partial, plan.nchunks, keys)
@@ -498,271 +494,11 @@ def _int_log_sum_exp(plan, src, dtype, result):
     fits_each = np.empty(plan.n_kept, dtype=np.bool_)
     maxima = _maxima(plan, src, dtype)
     # one chunk per output: the kernel finishes the results itself (no partials)
-    totals = _NO_PARTIALS if plan.nchunks == 1 else np.empty(_tasks(plan))
-    _launch("int_sum_exp", plan, EXP, *_geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
-            wide_result, fits_each)
+    totals = _NO_PARTIALS if plan.nchunks == 1 else np.empty(tasks(plan))
+    launch("int_sum_exp", plan, EXP, *geometry(plan, src), plan.tile, maxima, totals, plan.n_reduced, type_max,
+           wide_result, fits_each)
     if plan.nchunks > 1:
         finishing.finish_int_log_sum_exp(maxima, totals, plan.nchunks, plan.n_reduced, type_max, wide_result, fits_each)
     if not fits_each.all():
         raise Undecided
     result[:] = wide_result
-
-
-# The engine's entry point, and the operators built on other reductions' results
-
-def compute(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``reduction`` of ``src`` (the carrier view of ``dtype`` data) on ``plan``: 1-D, ``plan.n_kept``
-    results in ``dtype``. Raises Undecided where exact arithmetic must decide a result."""
-    if reduction.finish is not None:
-        return finished(reduction, plan, src, dtype)
-    if reduction.term == PRODUCT:
-        return products(plan, src, dtype)
-    return compute_direct(reduction, plan, src, dtype)
-
-
-# ReduceL1, ReduceL2 and ReduceLogSum: the float64 sums (the exact integer sums) are finished here,
-# unrounded: nothing, a square root or a log, then the one rounding to the output dtype.
-
-_LN_2 = math.log(2.0)
-
-_INT_MEAN = Reduction(SUM, EXACT, mean=True)
-_INT_SUM = Reduction(SUM, EXACT)
-_INT_SQUARES = Reduction(SQUARES, WRAPPING)
-_MAX, _MIN = Reduction(KEY, MAX), Reduction(KEY, MIN)
-_PRODUCT = Reduction(PRODUCT, WRAPPING)
-
-
-def _largest_magnitudes(plan, src, dtype):
-    """max |x| per output, in float64 (exact for floats; integers rounded), from ReduceMax's and
-    ReduceMin's kernels."""
-    return np.maximum(np.abs(compute_direct(_MAX, plan, src, dtype).astype(np.float64)),
-                      np.abs(compute_direct(_MIN, plan, src, dtype).astype(np.float64)))
-
-
-def finished(reduction, plan, src, dtype):
-    """ReduceL1 (ROUND), ReduceL2 (SQRT) or ReduceLogSum (LOG) of ``src`` on ``plan``: 1-D, in ``dtype``."""
-    call = kernel_call(reduction, plan, dtype)
-    if call is not None:  # one kernel call (_finished_call), unless it leaves a float64 result undecided
-        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE.get(dtype, dtype))
-        returned = call(src, result)
-        if returned is None and call.finite:  # (the row kernels: their results checked here)
-            returned = finishing.all_finite_above(result, call.lowest)
-        if returned or not call.finite:
-            return as_dtype(result, dtype)
-    if dtype not in FLOAT_BITS:
-        if reduction.finish == ROUND:
-            return _int_l1(plan, src, dtype)
-        if reduction.finish == SQRT:
-            return _int_l2(plan, src, dtype)
-        return _int_log_sum(plan, src, dtype)
-    if reduction.finish == ROUND or dtype.char != "d":
-        # chunk partials combined, finished and rounded once: the sum of |x| (float64: no partial sum of
-        # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
-        # sum of narrower floats (no overflow, no bits lost in subnormal squares)
-        result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
-        _float_sums(plan, src, reduction.term, result, finish=reduction.finish)
-        return as_dtype(result, dtype)
-    sums = _float64_sums(plan, src, reduction.term)
-    # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if reduction.finish == SQRT:
-            _check_l2_range(plan, src, dtype, sums)
-            return np.sqrt(sums)
-        logs = np.log(sums)
-        if not finishing.all_finite_above(sums, -math.inf):
-            # as a float64 sum (compute): partial sums of finite values may overflow where the whole
-            # sum does not; the sum of x * 2**-64 cannot, and its log differs by 64 * ln 2
-            rescaled = _float64_sums(plan, src, SUM, scale=_SUM_RESCALE)
-            logs = np.where(np.isfinite(sums), logs, np.log(rescaled) + 64 * _LN_2)
-    return logs
-
-
-def _check_l2_range(plan, src, dtype, sums):
-    """Undecided where a float64 sum of squares overflowed or is small enough to have lost bits in
-    subnormal squares (zero included: four 1e-200 square to 0), unless the data's largest magnitude
-    says it is right: 0 (all zeros) or inf. Those outputs are computed scaled (_exact.l2)."""
-    suspect = ~((sums >= L2_SMALLEST_SUM) & (sums < np.inf) | np.isnan(sums))
-    if suspect.any():
-        largest = _largest_magnitudes(plan, src, dtype)
-        if np.any(suspect & (largest > 0) & (largest < np.inf)):
-            raise Undecided
-
-
-def _float64_sums(plan, src, term, scale=1.0):
-    """The float64 sums of float64 data's ``term`` (x * scale, x * x) per output, unrounded: from the kernel
-    a mean or sum of squares of the plan runs (rows, tiles, blocks, the general kernel with one
-    chunk per output), its results stored into a float64 array; else from the general kernel's
-    chunk partials, combined in chunk order."""
-    sums = np.empty(plan.n_kept)
-    call = _float_call(plan, term, src.dtype, scale)
-    if call is not None:
-        call(src, sums)
-        return sums
-    total = np.empty(_tasks(plan))
-    comp = np.empty(_tasks(plan))
-    _launch(table.FLOAT_SUMS[term], plan, term, *_geometry(plan, src), plan.tile, scale, _NO_MAXIMA, total, comp,
-            1.0, 0, np.empty(0, dtype=src.dtype))
-    finishing.finish_float_sums(total, comp, plan.nchunks, 1.0, 0, sums)
-    return sums
-
-
-def products(plan, src, dtype):
-    """The product over each output's elements (1-D, in ``dtype``): with one chunk per output the
-    products kernel's own finished results; otherwise from its partial states (kernels.products):
-    floats the chunks' mantissas multiplied (each in [1, 2):
-    no overflow for any number of chunks a plan has) and their exponents added, then one rounding;
-    integers the chunks' wrapping uint64 products multiplied, modulo 2**64, and their low bits."""
-    floats = dtype in FLOAT_BITS
-    carrier = RESULT_DTYPE[dtype] if floats else dtype
-    call = kernel_call(_PRODUCT, plan, dtype)
-    if call is not None:  # one chunk per output: the kernel stores the finished results
-        result = np.empty(plan.n_kept, dtype=carrier)
-        call(src, result)
-        return as_dtype(result, dtype)
-    exponents = np.empty(_tasks(plan), dtype=np.int64)
-    mantissas = np.empty(_tasks(plan) if floats else 0)
-    _launch(products_kernel(plan, dtype), plan, PRODUCT, *_geometry(plan, src), plan.tile, mantissas,
-            exponents, np.empty(0, dtype=carrier))
-    if not floats:
-        return np.multiply.reduce(exponents.view(np.uint64).reshape(plan.n_kept, plan.nchunks), axis=1).astype(dtype)
-    fractions, exponents = product_states(mantissas.reshape(plan.n_kept, plan.nchunks),
-                                          exponents.reshape(plan.n_kept, plan.nchunks))
-    return finished_products(fractions, exponents, dtype)
-
-
-def product_states(mantissas, exponents):
-    """The (fraction in [1/2, 1), exponent) state of each row of (mantissa, exponent) partial products
-    (2-D arrays): the mantissas multiplied in column order, each product renormalised (frexp is exact),
-    so that no number of pieces overflows or underflows; the exponents added."""
-    fractions = np.ones(mantissas.shape[0])
-    total = np.zeros(mantissas.shape[0], dtype=np.int64)
-    # (IEEE: 0 x inf is NaN; no warnings for it)
-    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        for column in range(mantissas.shape[1]):
-            fractions, more = np.frexp(fractions * mantissas[:, column])
-            total += exponents[:, column] + more
-    return fractions, total
-
-
-def finished_products(fractions, exponents, dtype):
-    """fraction * 2**exponent per output, rounded once to ``dtype`` (a result beyond its range is inf
-    or 0, as IEEE rounding gives it)."""
-    with np.errstate(over="ignore", under="ignore"):
-        # (an exponent beyond +-4000 overflows or underflows float64 whatever the fraction)
-        return np.ldexp(fractions, np.clip(exponents, -4000, 4000).astype(np.int32)).astype(dtype)
-
-
-def _int_l1(plan, src, dtype):
-    """The sum of |x| modulo 2**bits, from the kernels' chunk partials of the term int_l1_term picks
-    (the one-call case is _finished_call's)."""
-    result = np.empty(plan.n_kept, dtype=dtype)
-    _int_sums(plan, src, int_l1_term(dtype), 1, result)
-    return result
-
-
-def _means_and_residues(plan, src, dtype):
-    """Per output, q = trunc(S / n) of its exact integer sum S (the exact mean kernel) and S modulo
-    2**bits (the wrapping sum kernel, as unsigned). Truncation toward zero puts S within n - 1 of n q,
-    a range of 2 n - 1 values; with n <= 2**(bits - 1) the residue picks the one value of that range.
-    Undecided (the rows are summed in Python) for larger n."""
-    if plan.n_reduced > 1 << (8 * dtype.itemsize - 1):
-        raise Undecided
-    return compute_direct(_INT_MEAN, plan, src, dtype), compute_direct(_INT_SUM, plan, src, dtype).view(f"u{dtype.itemsize}")
-
-
-def int_totals(plan, src, dtype):
-    """The exact integer sum S of each output, as Python ints (_means_and_residues)."""
-    n = plan.n_reduced
-    quotients, residues = _means_and_residues(plan, src, dtype)
-    modulus = 1 << (8 * dtype.itemsize)
-    return [n * q - (n - 1) + (r - n * q + (n - 1)) % modulus for q, r in zip(quotients.tolist(), residues.tolist())]
-
-
-# From this many outputs an integer ReduceLogSum is finished in NumPy (_int_log_sum); below it NumPy's
-# fixed cost per step is more than Python's per output
-_LOG_SUMS_IN_NUMPY = 32
-
-
-def _int_log_sum(plan, src, dtype):
-    """trunc(ln S) of each output's exact integer sum S; ValueError where one is <= 0.
-
-    With many outputs, S = n q + d in NumPy (_means_and_residues): d + n - 1 = (r - n q + n - 1)
-    modulo 2**bits, in wrapping unsigned arithmetic, so |d| < n with the sign of S; S <= 0 exactly
-    where q n + d in float64 is; the log of that (three roundings: still within 1e-15 of ln S), and S
-    as a Python int only where the log is within rounding of an integer (_exact.floor_ln): Python ints
-    for every output would cost more than the rest of the call."""
-    if plan.n_kept < _LOG_SUMS_IN_NUMPY:
-        totals = int_totals(plan, src, dtype)
-        if any(s <= 0 for s in totals):
-            raise _exact.log_sum_not_positive(dtype)
-        return _exact.trunc_ln(totals).astype(dtype)
-    n = plan.n_reduced
-    quotients, residues = _means_and_residues(plan, src, dtype)
-    unsigned = residues.dtype.type
-    offsets = (residues - quotients.astype(residues.dtype) * unsigned(n) + unsigned(n - 1)).astype(np.int64) - (n - 1)
-    quotients = quotients.astype(np.uint64 if dtype.kind == "u" else np.int64)
-    approximations = quotients.astype(np.float64) * float(n) + offsets
-    if np.any(approximations <= 0):
-        raise _exact.log_sum_not_positive(dtype)
-    return _exact.floor_ln(approximations, lambda i: n * int(quotients[i]) + int(offsets[i])).astype(dtype)
-
-
-# Below this many elements, the largest |x| of an integer input's memory is NumPy's (its min and max):
-# a kernel (kernels.rows.int_largest_magnitudes) would be compiled for a first call that does not
-# need it, and lengthen that call. From it on, that kernel finds it in one parallel pass over the
-# memory, faster than ReduceMin's and ReduceMax's kernels.
-_LARGEST_BY_KERNEL_MIN = 1 << 18
-# pieces of the memory per thread in that kernel
-_LARGEST_PIECES_PER_THREAD = 4
-
-
-def _largest_magnitude(src):
-    """max |x| over all of ``src`` (an integer input's memory), as a Python int."""
-    if src.size < _LARGEST_BY_KERNEL_MIN:
-        return max(-int(src.min()), int(src.max()))
-    piece = -(-src.size // (_LARGEST_PIECES_PER_THREAD * get_num_threads()))
-    largest = np.empty(-(-src.size // piece), dtype=np.uint64)  # (no piece empty, whatever the thread count)
-    run(table.KERNELS["int_largest_magnitudes"], True, src, piece, largest)
-    return int(largest.max())
-
-
-def squares_fit(plan, src, dtype):
-    """Whether every output's exact integer sum of squares is below 2**64, so that the wrapping sum
-    of squares modulo 2**64 (int_square_sums) is that sum. max|x| is first bounded over all of src's
-    memory (_largest_magnitude; src may hold elements between the input's own, which can only raise
-    the bound), and only where that bound is too large per output, by ReduceMax's and ReduceMin's
-    kernels: data of moderate magnitude compiles and runs no maxima kernels."""
-    n = plan.n_reduced
-    info = np.iinfo(dtype)
-    if n * max(info.max, -info.min) ** 2 < 1 << 64:  # whatever the data (int32: up to 3 elements)
-        return True
-    if n * _largest_magnitude(src) ** 2 < 1 << 64:
-        return True
-    largest = _largest_magnitudes(plan, src, dtype)
-    # float64 rounds the bound by a relative 2**-52 at most, three times: a margin of 2**-40
-    return bool(np.all(n * largest * largest < 2.0**64 * (1 - 2.0**-40)))
-
-
-def int_square_sums(plan, src, dtype):
-    """The integer sum of squares of each output modulo 2**64, as uint64 (exact where squares_fit).
-    The kernels square and add in uint64; 32-bit data's results go to a uint64 array of their own
-    (ReduceSumSquare stores only their low 32 bits), so that every int32 or uint32 L2 whose sum of
-    squares is below 2**64, all of those whose result fits, is decided here and not in Python."""
-    if dtype.itemsize == 8:
-        return compute_direct(_INT_SQUARES, plan, src, dtype).view(np.uint64)
-    sums = np.empty(plan.n_kept, dtype=np.uint64)
-    _int_sums(plan, src, SQUARES, 1, sums)
-    return sums
-
-
-def _int_l2(plan, src, dtype):
-    """isqrt of the exact integer sum of squares of each output: from the wrapping sum of squares,
-    which is that sum where it fits (squares_fit); elsewhere Undecided: the rows are summed in
-    Python (_exact.l2). ValueError where a root does not fit the dtype (int32: 2**31 and above)."""
-    if not squares_fit(plan, src, dtype):
-        raise Undecided
-    squares = int_square_sums(plan, src, dtype)
-    roots = np.empty(squares.size, dtype=dtype)
-    if not finishing.finish_int_roots(squares, _root_max(dtype), roots):
-        raise _exact.l2_does_not_fit(dtype)
-    return roots

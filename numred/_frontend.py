@@ -14,7 +14,7 @@ import numpy as np
 from numpy.exceptions import AxisError
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ._compute import compute
+from ._derived import compute
 from ._launch import OneLaunch, one_launch
 from ._plan import Plan, make_plan
 from ._runtime import get_num_threads

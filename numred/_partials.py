@@ -39,8 +39,8 @@ import math
 
 import numpy as np
 
-from . import _compute, _exact
-from ._compute import _NO_MAXIMA, _SUM_RESCALE, _geometry, _maxima, _tasks, as_dtype, products_kernel
+from . import _derived, _exact
+from ._compute import NO_MAXIMA, SUM_RESCALE, _maxima, as_dtype, geometry, products_kernel, tasks
 from ._plan import make_plan
 from ._reduction import (ABS, CARRIERS, EXP, FLOAT_BITS, INT_WIDENING, KEY, LOG, PRODUCT, RESULT_DTYPE, SQRT,
                          SQUARES, SUM, Undecided, add_bfloat16, int_log_sum_exp_overflow)
@@ -113,7 +113,7 @@ def _reduce(op, x, axes):
         return np.empty(out_shape, x.dtype) if 0 in out_shape else op.empty_result(x.dtype, out_shape)
     carrier = CARRIERS.get(x.dtype, x.dtype)  # (int8 and uint8, of ReduceMax and ReduceMin, are their own)
     plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), tuple(sorted(axes)))
-    return _compute.compute(op.reduction, plan, src, x.dtype).reshape(out_shape)
+    return _derived.compute(op.reduction, plan, src, x.dtype).reshape(out_shape)
 
 
 def _kept_shape(shape, axes):
@@ -164,12 +164,12 @@ def _rows(x, axes):
     return np.moveaxis(x, axes, range(kept, x.ndim)).reshape(-1, math.prod(x.shape[a] for a in axes))
 
 
-def _term_sums(plan, src, term, dtype, scale=1.0, maxima=_NO_MAXIMA):
+def _term_sums(plan, src, term, dtype, scale=1.0, maxima=NO_MAXIMA):
     """(total, comp) per output: the compensated float64 sum of the term, from the general kernel's
     chunk partials (the parallel variant for every plan: a piece of a Dask array is worth a launch)."""
-    partial_total = np.empty(_tasks(plan))
-    partial_comp = np.empty(_tasks(plan))
-    run(table.KERNELS[table.FLOAT_SUMS[term]], True, *_geometry(plan, src), plan.tile, scale, maxima, partial_total,
+    partial_total = np.empty(tasks(plan))
+    partial_comp = np.empty(tasks(plan))
+    run(table.KERNELS[table.FLOAT_SUMS[term]], True, *geometry(plan, src), plan.tile, scale, maxima, partial_total,
         partial_comp, 1.0, 0, np.empty(0, dtype=RESULT_DTYPE[dtype]))
     total = np.empty(plan.n_kept)
     comp = np.empty(plan.n_kept)
@@ -186,20 +186,20 @@ def _float_states(op, plan, src, dtype, rows):
         return states
     total = states["total"]
     if reduction.term == SUM:
-        # as in memory (numred._compute.compute): where a float64 sum is not finite, the sum of x * 2**-64
+        # as in memory (numred._derived.compute): where a float64 sum is not finite, the sum of x * 2**-64
         # cannot overflow; a sum that overflowed the other way becomes the infinity it holds
         again = ~np.isfinite(total)
         if again.any():
-            scaled_total, scaled_comp = _term_sums(plan, src, SUM, dtype, scale=_SUM_RESCALE)
+            scaled_total, scaled_comp = _term_sums(plan, src, SUM, dtype, scale=SUM_RESCALE)
             states["scale"][again] = 64
             states["total"][again], states["comp"][again] = scaled_total[again], scaled_comp[again]
         return states
-    # float64 L2 (as _compute._check_l2_range): sums of squares that overflowed or may have lost bits
+    # float64 L2 (as _derived._check_l2_range): sums of squares that overflowed or may have lost bits
     # in subnormal squares, and are not explained by a largest magnitude of 0 or inf, are computed
     # again scaled by a power of two (as _exact.l2): sum((x * 2**-e)**2), e the largest's exponent
     again = ~((total >= L2_SMALLEST_SUM) & (total < np.inf) | np.isnan(total))
     if again.any():
-        largest = _compute._largest_magnitudes(plan, src, dtype)
+        largest = _derived._largest_magnitudes(plan, src, dtype)
         again &= (largest > 0) & (largest < np.inf)
     if again.any():
         sums, exponents = _exact.scaled_square_sums(rows()[again])
@@ -210,11 +210,11 @@ def _float_states(op, plan, src, dtype, rows):
 
 def _product_states(plan, src, dtype):
     """(fraction, exponent) per output from the products kernel's partials (kernels.products)."""
-    exponents = np.empty(_tasks(plan), dtype=np.int64)
-    mantissas = np.empty(_tasks(plan))
-    run(table.KERNELS[products_kernel(plan, dtype)], True, *_geometry(plan, src), plan.tile, mantissas, exponents,
+    exponents = np.empty(tasks(plan), dtype=np.int64)
+    mantissas = np.empty(tasks(plan))
+    run(table.KERNELS[products_kernel(plan, dtype)], True, *geometry(plan, src), plan.tile, mantissas, exponents,
         np.empty(0, dtype=RESULT_DTYPE[dtype]))
-    return _packed_products(*_compute.product_states(mantissas.reshape(plan.n_kept, plan.nchunks),
+    return _packed_products(*_derived.product_states(mantissas.reshape(plan.n_kept, plan.nchunks),
                                                      exponents.reshape(plan.n_kept, plan.nchunks)))
 
 
@@ -228,13 +228,13 @@ def _exact_states(op, plan, src, dtype, rows):
     """The exact sum (L2: of squares) per output, as Python ints in an object array."""
     states = np.empty(plan.n_kept, dtype=_OBJECT)
     if op.reduction.term == SQUARES:
-        if _compute.squares_fit(plan, src, dtype):
-            states[:] = _compute.int_square_sums(plan, src, dtype).tolist()
+        if _derived.squares_fit(plan, src, dtype):
+            states[:] = _derived.int_square_sums(plan, src, dtype).tolist()
         else:
             states[:] = _exact.sums_of_squares(rows())
         return states
     try:
-        states[:] = _compute.int_totals(plan, src, dtype)
+        states[:] = _derived.int_totals(plan, src, dtype)
     except Undecided:  # more elements per output than the residues decide: summed in Python
         states[:] = _exact.row_sums(rows())
     return states
@@ -243,8 +243,8 @@ def _exact_states(op, plan, src, dtype, rows):
 def _int_exp_states(plan, src, dtype):
     """(max, float64 sum of exp(x - max)) per output, from the kernels of the in-memory call."""
     maxima = _maxima(_parallel(plan), src, dtype)
-    partial_total = np.empty(_tasks(plan))
-    run(table.KERNELS["int_sum_exp"], True, *_geometry(plan, src), plan.tile, maxima, partial_total, plan.n_reduced,
+    partial_total = np.empty(tasks(plan))
+    run(table.KERNELS["int_sum_exp"], True, *geometry(plan, src), plan.tile, maxima, partial_total, plan.n_reduced,
         INT_WIDENING[dtype][1], np.empty(plan.n_kept, dtype=maxima.dtype), np.empty(plan.n_kept, dtype=np.bool_))
     states = np.empty(plan.n_kept, dtype=state_dtype(OPS_BY_NAME["reduce_log_sum_exp"], dtype))
     states["max"] = maxima
@@ -272,7 +272,7 @@ def _combined_rows(op, dtype, kind, rows):
     if kind == EXACT_SUMS:
         return rows.sum(axis=1, dtype=_OBJECT) if pieces else np.zeros(n_out, dtype=_OBJECT)
     if kind == PRODUCTS:
-        return _packed_products(*_compute.product_states(rows["fraction"], rows["exponent"]))
+        return _packed_products(*_derived.product_states(rows["fraction"], rows["exponent"]))
     combined = np.empty(n_out, dtype=rows.dtype)
     if kind == EXP_SUMS:
         m, t, c = (np.ascontiguousarray(rows[name]).ravel() for name in ("max", "total", "comp"))
@@ -349,7 +349,7 @@ def _finished(op, dtype, kind, states, n_reduced):
             return _exact.trunc_ln(totals).astype(dtype)
         return np.array([abs(s) // n_reduced * (1 if s >= 0 else -1) for s in totals], dtype=dtype)  # a mean
     if kind == PRODUCTS:
-        return _compute.finished_products(states["fraction"], states["exponent"], dtype)
+        return _derived.finished_products(states["fraction"], states["exponent"], dtype)
     result = np.empty(states.size, dtype=RESULT_DTYPE[dtype])
     if kind == EXP_SUMS:
         finish.finish_float_log_sum_exp(np.ascontiguousarray(states["total"]), np.ascontiguousarray(states["comp"]),
@@ -368,7 +368,7 @@ def _finished(op, dtype, kind, states, n_reduced):
             if step == SQRT:
                 result[scaled] = np.ldexp(np.sqrt(value), states["scale"][scaled] // 2)
             elif step == LOG:
-                result[scaled] = np.log(value) + states["scale"][scaled] * _compute._LN_2
+                result[scaled] = np.log(value) + states["scale"][scaled] * _derived._LN_2
             else:
                 result[scaled] = np.ldexp(value / divisor, states["scale"][scaled].astype(np.int32))
     return as_dtype(result, dtype)

@@ -92,7 +92,7 @@ KERNEL_SETS = {(SUM, EXACT, True), (SUM, EXACT, False), (SQUARES, WRAPPING, Fals
 # sum kernels take every sum term, divided by the count or not. A reduction of these that is not in
 # KERNEL_SETS (the mean of squares, say) computes integer data by its operator's exact function.
 FLOAT_KERNEL_SETS = {(term, EXACT, mean) for term in (SUM, SQUARES, ABS) for mean in (False, True)}
-# (term, integer accumulator, finish) of the operators finished from unrounded sums (numred._compute):
+# (term, integer accumulator, finish) of the operators finished from unrounded sums (numred._derived):
 # the sum of |x| (integers: modulo 2**bits), the exact integer sum of squares' square root, the exact
 # integer sum's log
 FINISHED_SETS = {(ABS, WRAPPING, ROUND), (SQUARES, EXACT, SQRT), (SUM, EXACT, LOG)}

@@ -270,7 +270,7 @@ def test_int_l2_in_one_pass_is_exact_on_both_sides_of_its_bound(dtype, shape, ax
                 numred.reduce_l2(x, list(axes))
             continue
         if m <= fit:
-            monkeypatch.setattr(numred._compute, "_int_l2", _no_second_pass)
+            monkeypatch.setattr(numred._derived, "_int_l2", _no_second_pass)
         got = numred.reduce_l2(x, list(axes), keepdims=0)
         monkeypatch.undo()
         assert got.dtype == dtype and np.all(got == root) and int(got.ravel()[0]) == root, (m, fit)
@@ -280,7 +280,7 @@ def _no_second_pass(plan, src, dtype):
     raise AssertionError("ReduceL2 took the general path")
 
 
-# both sides of _compute._LARGEST_BY_KERNEL_MIN, and pieces of unequal length
+# both sides of _derived._LARGEST_BY_KERNEL_MIN, and pieces of unequal length
 @pytest.mark.parametrize("size", [2**18 - 2, 2**18 + 6])
 @pytest.mark.parametrize("tiles", [False, True], ids=["rows", "tiles"])
 @pytest.mark.parametrize("dtype,extreme,count", [(np.int32, -(2**31), 4), (np.uint32, 2**32 - 1, 2)])
@@ -315,7 +315,7 @@ def test_64bit_l2_bound_sees_one_large_element_anywhere_in_memory(dtype):
     size = 2**18 + 6
     x = np.zeros((size // 2, 2), dtype=dtype)
     flat = x.reshape(-1)
-    piece = -(-size // (numred._compute._LARGEST_PIECES_PER_THREAD * numred._runtime.get_num_threads()))
+    piece = -(-size // (numred._derived._LARGEST_PIECES_PER_THREAD * numred._runtime.get_num_threads()))
     positions = {0, size - 1} | {k * piece + d for k in range(1, -(-size // piece)) for d in (-1, 0)}
     for p in sorted(positions):
         flat[p] = 2**32 + 1
@@ -348,7 +348,7 @@ def test_exact_paths_read_long_rows_in_pieces(dtype, axes, monkeypatch):
     # are cut unevenly: sums of squares (ReduceL2 beyond 2**64), sums (ReduceLogSum, its residue
     # method patched to give up) and counts of distances (ReduceLogSumExp next to an integer) must
     # add up across the pieces, for every output.
-    from numred import _compute, _exact
+    from numred import _derived, _exact
     from numred._reduction import Undecided
 
     monkeypatch.setattr(_exact, "_BLOCK_ELEMENTS", 5)
@@ -366,7 +366,7 @@ def test_exact_paths_read_long_rows_in_pieces(dtype, axes, monkeypatch):
     def undecided(*args):
         raise Undecided
 
-    monkeypatch.setattr(_compute, "_means_and_residues", undecided)
+    monkeypatch.setattr(_derived, "_means_and_residues", undecided)
     x[:, 0] = 2**62 if dtype == np.int64 else np.iinfo(dtype).max // 2  # every sum positive
     x[:, 1:] //= 2**6
     sums = _spy(monkeypatch, _exact, "row_sums")

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 import numred
-from numred import _compute, _runtime
+from numred import _derived, _runtime
 from numred._registry import OPS
 from numred.kernels import jit, rows, table
 from threads import with_threads
@@ -502,9 +502,9 @@ def test_serial_fallback_gives_the_parallel_bits(dtype, monkeypatch):
         for data, axes in ((x, (1,)), (x, (0,)), (x.T, (0,)), (x, (0, 1))):
             plan, src = make_plan(data.view(CARRIERS[data.dtype]), axes)
             assert plan.parallel
-            parallel = _compute.compute(op.reduction, plan, src, data.dtype)
+            parallel = _derived.compute(op.reduction, plan, src, data.dtype)
             monkeypatch.setattr(_runtime, "_parallel_allowed", False)
-            serial = _compute.compute(op.reduction, plan, src, data.dtype)
+            serial = _derived.compute(op.reduction, plan, src, data.dtype)
             monkeypatch.setattr(_runtime, "_parallel_allowed", True)
             assert parallel.tobytes() == serial.tobytes(), (op.name, axes)
 

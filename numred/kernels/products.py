@@ -1,5 +1,5 @@
 """ReduceProd: per (output, chunk) products over the general geometry, as partial states the driver
-combines (numred._compute.products).
+combines (numred._derived.products).
 
 Floats are multiplied in float64 as a mantissa and an exponent kept apart: after every few factors
 the float64 product is renormalised to [1, 2) from its own bits and its exponent moves to an int64,

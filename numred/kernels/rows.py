@@ -381,7 +381,7 @@ def int_rows_l2(part, parts, src, base, kept_stride, n_kept, n_reduced, step, la
     in one pass (integers.squares_and_largest_run). Where max |x| is at most ``largest_fit``
     (n * max|x|**2 < 2**64) that sum is the exact one and its isqrt the result, if at most
     ``root_max``. Returns whether every row was decided so; otherwise the driver computes the call
-    its general way (_compute._int_l2: exact arithmetic, or the ValueError of a root that does not
+    its general way (_derived._int_l2: exact arithmetic, or the ValueError of a root that does not
     fit). The bound over the whole input, then a sum-of-squares kernel, would read the data three
     times."""
     src = _borrowed(src)
@@ -398,7 +398,7 @@ def int_rows_l2(part, parts, src, base, kept_stride, n_kept, n_reduced, step, la
 
 def int_largest_magnitudes(part, parts, src, piece, result):
     """result[k] = max |x| over src[k * piece:(k + 1) * piece] (the last piece shorter), as uint64:
-    the bound of integer ReduceL2 over an input's whole memory (numred._compute.squares_fit), one
+    the bound of integer ReduceL2 over an input's whole memory (numred._derived.squares_fit), one
     pass, where NumPy's min and max take two, single-threaded, and ReduceMin's and ReduceMax's
     kernels two."""
     src = _borrowed(src)

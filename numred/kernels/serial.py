@@ -225,7 +225,7 @@ def _term_bits_run(src, offset, n, step, term):
 
 # Float64 sums of squares below this lose bits where squares underflow to subnormals (an element's
 # square below 2**-1022 carries an error up to 2**-1075, n of them at most n * 2**-175 relative to
-# this): ReduceL2 of float64 computes those outputs again, scaled (numred._compute, _exact.l2), as it
+# this): ReduceL2 of float64 computes those outputs again, scaled (numred._derived, _exact.l2), as it
 # does those whose sum overflows.
 L2_SMALLEST_SUM = 2.0**-900
 # Its square root: a square root rounded to above this is that of a sum above L2_SMALLEST_SUM (the
