@@ -17,8 +17,9 @@
   of a second per argument types, and releases the GIL, so other Python threads run while a launch
   computes. Same tasks, same order, the same bits either way. A serial-only kernel (a plain
   dispatcher) is called as it is.
-- Under TBB and OpenMP any number of threads launch at once, with no lock. Numba's workqueue layer aborts the process on concurrent launches: there a thread
-  that finds a launch running computes its call serially in its own thread instead of waiting.
+- Under TBB and OpenMP any number of threads launch at once, with no lock. Numba's workqueue layer
+  aborts the process on concurrent launches: there a thread that finds a launch running computes
+  its call serially in its own thread instead of waiting.
   After ``fork``, a child of a parent that launched on OpenMP (GNU libgomp is not fork-safe) calls
   its kernels serially; TBB children keep launching in parallel.
 """

@@ -78,7 +78,8 @@ _PRIVATE_ROOT = os.path.join(tempfile.gettempdir(), f"numred-{os.getuid() if has
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # what numred's compiled code comes from: the kernel modules (this one among them) and the launcher's
 # (numred._runtime)
-_SOURCES = sorted([*glob.glob(os.path.join(_PACKAGE_DIR, "kernels", "*.py")), os.path.join(_PACKAGE_DIR, "_runtime.py")])
+_SOURCES = sorted([*glob.glob(os.path.join(_PACKAGE_DIR, "kernels", "*.py")),
+                   os.path.join(_PACKAGE_DIR, "_runtime.py")])
 
 
 def package_source_stamp() -> bytes:
