@@ -96,6 +96,19 @@ def test_the_engine_does_not_import_the_tools():
             assert not [name for name in imported if name.startswith("numred.tools")], module
 
 
+def test_the_kernels_know_nothing_above_them():
+    # the kernels (numred.kernels) are compiled and cached by kernels/jit.py and run by
+    # numred._runtime, which stands above them: no kernel module imports a numred module outside
+    # the kernels, and kernels/jit.py imports none at all
+    graph = import_graph()
+    kernel_modules = [module for module in graph if module.startswith("numred.kernels")]
+    assert "numred.kernels.jit" in kernel_modules and "numred._runtime" in graph
+    for module in kernel_modules:
+        assert {name for name in graph[module] if not name.startswith("numred.kernels")} == set(), module
+    assert graph["numred.kernels.jit"] == set()
+    assert "numred.kernels.jit" in graph["numred._runtime"]
+
+
 def test_no_function_outside_the_kernels_is_over_60_lines():
     # a function a reader can hold at once; the kernels (numred/kernels/) are not held to it yet
     long = [f"{path.relative_to(PACKAGE)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
