@@ -23,6 +23,8 @@ Their pieces: ``base`` (views, the walk over a geometry, terms), ``decode`` (ele
 ``integers`` (exact and wrapping integer sums), ``maxima`` (float keys), ``store`` (the one rounding
 to the output dtype), ``states`` (the partial state of each accumulator and the one rule that
 combines two of them, used wherever partial results meet) and ``finish`` (chunk partials combined).
+``jit`` compiles and caches them (``entry``, ``Kernel``); how a kernel runs, on the calling thread or
+launched on Numba's threads, is ``numred._runtime``'s business, above this package.
 """
 from __future__ import annotations
 
