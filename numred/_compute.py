@@ -37,10 +37,14 @@ from typing import NamedTuple
 import numpy as np
 
 from .kernels import finish as finishing
-from .kernels import integers, rows, serial, table, tiles
+from .kernels import integers, rows, serial, table
+from .kernels.reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_BYTES, ONE_STREAM_MIN_FLOAT32_ROW,
+                              ONE_STREAM_MIN_INT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
+                              ONE_STREAM_MIN_LARGE_ROW, ONE_STREAM_ROWS)
+from .kernels.split_sums import ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN
 from ._plan import Plan
 from ._reduction import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT,
-                         SUM, Reduction, Term, Undecided)
+                         SQUARES, SUM, Reduction, Term, Undecided)
 from ._runtime import run
 
 # float64 mean or sum of finite values whose partial sums overflow: sum x * 2**-64 instead (exact
@@ -57,7 +61,7 @@ _NO_EXPONENTS = np.zeros(0, dtype=np.int64)  # and for the products kernels
 class KernelCall(NamedTuple):
     """One kernel call that computes and stores finished results: what ``kernel_call`` decides."""
 
-    kernels: object  # a Kernel (kernels.jit), or a serial-only kernel (a dispatcher)
+    kernel: str | tuple  # its name (kernels.table.kernel): made, if it is not yet, when the call runs
     parallel: bool
     args: tuple  # after src (and keys), before the result
     carrier: np.dtype  # of src and of the result: the kernels' view of the dtype
@@ -73,9 +77,10 @@ class KernelCall(NamedTuple):
     def __call__(self, src, result):
         """What the kernel returns: None, the finite flag of the serial float sums, or for
         ``undecided`` kernels whether every result was decided."""
+        kernel = table.kernel(self.kernel)
         if self.keys is None:
-            return run(self.kernels, self.parallel, src, *self.args, result)
-        return run(self.kernels, self.parallel, src, src.view(self.keys), *self.args, result)
+            return run(kernel, self.parallel, src, *self.args, result)
+        return run(kernel, self.parallel, src, src.view(self.keys), *self.args, result)
 
 
 # A parallel plan's kernel runs on threads from this many elements on, and below that as its serial
@@ -102,21 +107,14 @@ def geometry(plan, src):
 
 
 def launch(name, plan, term, *args):
+    """Runs the kernel ``name`` (kernels.table.kernel) of ``term`` on ``plan``: on threads where
+    ``threaded`` says so."""
     parallel = threaded(plan, term)
-    return run(table.KERNELS[name], parallel, *args)
+    return run(table.kernel(name), parallel, *args)
 
 
-def _narrow_tile(plan, itemsize):
-    """Whether the plan is a single narrow tile (tiles.narrow_tile) for the lean kernels; data of
-    ``itemsize`` 8 only in blocks of at most tiles.NARROW_64BIT_MAX_BLOCK elements."""
-    if not plan.single_tile:
-        return False
-    _, _, n_inner, n_reduced, step = plan.single_tile
-    return (tiles.narrow_tile(n_inner, plan.tile, n_reduced, step)
-            and (itemsize < 8 or n_inner * n_reduced <= tiles.NARROW_64BIT_MAX_BLOCK))
-
-
-# The dispatch rules: which kernel computes a plan. Everything below them runs what they decide.
+# The dispatch rules: which kernel computes a plan, named as data (kernels.table.kernel). Everything
+# below them runs what they decide.
 
 def kernel_call(reduction: Reduction, plan: Plan, dtype: np.dtype) -> KernelCall | None:
     """The one kernel call that computes ``reduction`` of ``dtype`` data on ``plan`` and stores the
@@ -195,7 +193,7 @@ def _finished_call(reduction, plan, dtype):
         return None if call is None else call._replace(lowest=lowest)
     if plan.parallel:
         return None
-    return KernelCall(serial.float_sums(int(reduction.term), True), False,
+    return KernelCall(("serial_float_sums", int(reduction.term), True), False,
                       (plan.base, plan.dims, plan.kept_ndim, plan.tile, 1.0, 1.0, int(reduction.finish)), dtype,
                       finite=True)
 
@@ -212,7 +210,7 @@ def _products_call(plan, dtype):
     if plan.nchunks != 1:
         return None
     floats = dtype in FLOAT_BITS
-    return KernelCall(table.KERNELS[products_kernel(plan, dtype)], plan.parallel,
+    return KernelCall(products_kernel(plan, dtype), plan.parallel,
                       (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, _NO_PARTIALS, _NO_EXPONENTS),
                       RESULT_DTYPE[dtype] if floats else dtype)
 
@@ -229,33 +227,32 @@ def float_call(plan, term, carrier, scale=1.0, maxima=NO_MAXIMA, divisor=1.0, fi
     0 or ROUND, none) or
     maxima[k] + log(sum_k) (EXP: of exp(x - maxima[k]), parallel plans only); None where there is
     more than one chunk per output. ``carrier``: src's dtype; float64 sums
-    are compensated (of the single-tile kernels, only narrow tiles' are, _narrow_tile). ``finite``:
+    are compensated (of the single-tile kernels, only narrow tiles' are, Plan.narrow). ``finite``:
     KernelCall.finite."""
     term, finish = int(term), int(finish)  # (the kernels take plain ints)
-    narrow = _narrow_tile(plan, carrier.itemsize)
     if not plan.parallel and not plan.single_run:  # (single runs: the row kernels, called serially)
-        kernels = serial.float_sums(term, carrier == np.float64)
+        kernel = "serial_float_sums", term, carrier == np.float64
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, scale, divisor, finish
     elif plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        variant = rows.float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scale)
-        if variant == rows.ROWS_COLUMNS:  # (chunk partials, combined by float_sums)
+        variant = _float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scale)
+        if variant == rows.ROWS_COLUMNS:  # (chunk partials, combined by float_sums_into)
             return None
-        kernels = rows.float_rows(term, variant)
+        kernel = "float_rows", term, variant
         args = plan.base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish
-    elif plan.single_tile and term != EXP and (carrier != np.float64 or narrow):
-        kernels = table.KERNELS[table.FLOAT_TILES[term, narrow]]
+    elif plan.single_tile and term != EXP and (carrier != np.float64 or plan.narrow):
+        kernel = table.FLOAT_TILES[term, plan.narrow]
         args = plan.base, *plan.single_tile, plan.tile, scale, divisor, finish
     elif plan.single_block and term != EXP:  # (log-sum-exps: _log_sum_exp_call)
-        kernels = table.KERNELS[table.FLOAT_BLOCKS[term]]
+        kernel = table.FLOAT_BLOCKS[term]
         args = plan.base, *plan.single_block, scale, divisor, finish
     elif plan.nchunks == 1:
-        kernels = table.KERNELS[table.FLOAT_SUMS[term]]
+        kernel = table.FLOAT_SUMS[term]
         args = (plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, scale, maxima, _NO_PARTIALS,
                 _NO_PARTIALS, divisor, finish)
     else:
         return None
-    return KernelCall(kernels, plan.parallel, args, carrier, finite=finite)
+    return KernelCall(kernel, plan.parallel, args, carrier, finite=finite)
 
 
 def _int_call(plan, term, carrier, count):
@@ -263,32 +260,75 @@ def _int_call(plan, term, carrier, count):
     sum modulo 2**bits) or wrapping sum of squares (SQUARES) or of |x| (ABS) of ``carrier`` data that
     writes finished results itself, or None."""
     term = _int_kernel_term(term)
-    narrow = _narrow_tile(plan, carrier.itemsize)
     if plan.single_run:  # serial ones too: the row kernels, called serially
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        kernels = rows.int_rows(term, rows.int_rows_four(term, carrier, n_kept, n_reduced, step))
+        kernel = "int_rows", term, _int_rows_four(term, carrier, n_kept, n_reduced, step)
         args = plan.base, kept_stride, n_kept, n_reduced, step, count
     elif not plan.parallel:
-        kernels = serial.int_sums(term)
+        kernel = "serial_int_sums", term
         args = plan.base, plan.dims, plan.kept_ndim, plan.tile, count
     elif plan.single_block:
-        kernels = table.KERNELS[table.INT_BLOCKS[term]]
+        kernel = table.INT_BLOCKS[term]
         args = plan.base, *plan.single_block, count
-    elif narrow and (term != SUM or carrier.itemsize == 8):  # (tiles._int_tiles_for)
+    elif plan.narrow and (term != SUM or carrier.itemsize == 8):  # (tiles._int_tiles_for)
         n_outer, outer_stride, n_inner, n_reduced, _ = plan.single_tile
-        kernels = table.KERNELS[table.INT_TILES[term]]
+        kernel = table.INT_TILES[term]
         args = plan.base, n_outer, outer_stride, n_inner, n_reduced, count
     elif plan.nchunks == 1:
-        kernels = table.KERNELS[table.INT_SUMS[term]]
+        kernel = table.INT_SUMS[term]
         args = plan.base, plan.dims, plan.kept_ndim, plan.nchunks, plan.tile, count, _NO_WORDS, _NO_WORDS
     else:
         return None
-    return KernelCall(kernels, plan.parallel, args, carrier)
+    return KernelCall(kernel, plan.parallel, args, carrier)
+
+
+def _float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scale):
+    """The float_rows variant (kernels.rows.ROWS_*) for these rows of ``carrier`` data (the kernels'
+    view of the dtype)."""
+    if (term != EXP and 0 < kept_stride < step and n_reduced >= rows.COLUMN_MIN_ROWS
+            and not (term == SQUARES and carrier == np.uint16)):  # (float16 sums of squares)
+        return rows.ROWS_COLUMNS
+    float64 = carrier == np.float64
+    if term != EXP and not float64:
+        if step != 1:
+            return rows.ROWS_STRIDED
+        min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
+                                  if carrier.itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
+        if _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 1:
+            return rows.ROWS_ONE_BY_ONE
+        return rows.ROWS_FOUR
+    if (float64 and term != EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
+            and n_reduced >= (ONE_PASS_MIN_ROW if step == 1 else STRIDED_SPLIT_MIN_RUN)):
+        return rows.ROWS_ONE_PASS if step == 1 else rows.ROWS_ONE_PASS_STRIDED
+    if float64 and term != EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
+        return rows.ROWS_PIECES
+    if float64 and term != EXP and n_reduced < SPLIT_PASS_MIN_RUN:
+        return rows.ROWS_TWO_PASS if step == 1 else rows.ROWS_TWO_PASS_STRIDED
+    return rows.ROWS_GENERAL
+
+
+def _int_rows_four(term, carrier, n_kept, n_reduced, step):
+    """Whether int_rows reads these rows of ``carrier`` data four at a time (contiguous rows, as
+    float_rows does; 64-bit means: never), rather than one by one."""
+    min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+    min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
+    return (step == 1 and (term != SUM or carrier.itemsize <= 4) and n_reduced <= integers.HALVES_BLOCK
+            and _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 4)
+
+
+def _rows_together(itemsize, n_kept, n_reduced, min_row, min_large_row):
+    """How many contiguous rows the row kernels read together: 4 (four memory streams per thread),
+    or 1 (whole rows one after another) where kernels.reading.ONE_STREAM_ROWS says so: rows of
+    ``min_row`` elements or more, and rows of ``min_large_row`` or more of inputs beyond the cache."""
+    if ONE_STREAM_ROWS and (n_reduced >= min_row or n_reduced >= min_large_row
+                            and n_kept * n_reduced * itemsize >= ONE_STREAM_MIN_BYTES):
+        return 1
+    return 4
 
 
 def _int_mean_by_float_tiles(plan: Plan, dtype: np.dtype) -> bool:
     # 32-bit tiles through the float kernel, exact here (integers.EXACT_FLOAT_INT_COUNT): it reads tiles at
-    # float32's rate, which the integer kernel (int_sums) does not reach
+    # float32's rate, which the integer kernels (int_sums_into) do not reach
     return plan.tile > 1 and plan.parallel and dtype.itemsize == 4 and plan.n_reduced <= integers.EXACT_FLOAT_INT_COUNT
 
 
@@ -301,24 +341,24 @@ def _log_sum_exp_call(plan, dtype):
         key_dtype, inf_bits = FLOAT_BITS[dtype]
         carrier = RESULT_DTYPE[dtype]
         if not plan.parallel:
-            return KernelCall(serial.float_log_sum_exp(dtype.char == "d"), False,
+            return KernelCall(("serial_float_log_sum_exp", dtype.char == "d"), False,
                               (inf_bits, plan.base, plan.dims, plan.kept_ndim), carrier, keys=key_dtype)
         if plan.single_run:
-            return KernelCall(table.KERNELS["float_rows_log_sum_exp"], True,
+            return KernelCall("float_rows_log_sum_exp", True,
                               (inf_bits, plan.base, *_kept_rows(plan)), carrier, keys=key_dtype)
         if plan.single_block:
-            return KernelCall(table.KERNELS["float_blocks_log_sum_exp"], True,
+            return KernelCall("float_blocks_log_sum_exp", True,
                               (inf_bits, plan.base, *plan.single_block), carrier, keys=key_dtype)
         return None
     type_max = INT_WIDENING[dtype][1]
     if not plan.parallel:
-        return KernelCall(serial.int_log_sum_exp(), False,
+        return KernelCall(("serial_int_log_sum_exp",), False,
                           (plan.base, plan.dims, plan.kept_ndim, plan.n_reduced, type_max), dtype, undecided=True)
     if plan.single_run:
-        return KernelCall(table.KERNELS["int_rows_log_sum_exp"], True, (plan.base, *_kept_rows(plan), type_max),
+        return KernelCall("int_rows_log_sum_exp", True, (plan.base, *_kept_rows(plan), type_max),
                           dtype, undecided=True)
     if plan.single_block:
-        return KernelCall(table.KERNELS["int_blocks_log_sum_exp"], True, (plan.base, *plan.single_block, type_max),
+        return KernelCall("int_blocks_log_sum_exp", True, (plan.base, *plan.single_block, type_max),
                           dtype, undecided=True)
     return None
 
@@ -331,16 +371,16 @@ def _extrema_call(plan, dtype, minimum):
     if dtype in FLOAT_BITS:
         key_dtype, inf_bits = FLOAT_BITS[dtype]
         if not plan.parallel:
-            return KernelCall(serial.extrema(True), False,
+            return KernelCall(("serial_extrema", True), False,
                               (plan.base, plan.dims, plan.kept_ndim, inf_bits, flip), RESULT_DTYPE[dtype], keys=key_dtype)
         if plan.single_run:
-            return KernelCall(table.KERNELS["float_rows_extrema"], True, (plan.base, *_kept_rows(plan), inf_bits, flip),
+            return KernelCall("float_rows_extrema", True, (plan.base, *_kept_rows(plan), inf_bits, flip),
                               RESULT_DTYPE[dtype], keys=key_dtype)
         return None
     if not plan.parallel:
-        return KernelCall(serial.extrema(False), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
+        return KernelCall(("serial_extrema", False), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
     if plan.single_run:
-        return KernelCall(table.KERNELS["int_rows_extrema"], True, (plan.base, *_kept_rows(plan), flip), dtype)
+        return KernelCall("int_rows_extrema", True, (plan.base, *_kept_rows(plan), flip), dtype)
     return None
 
 
@@ -363,10 +403,10 @@ def int_l2_call(plan, dtype):
     largest_fit = np.uint64(math.isqrt(((1 << 64) - 1) // plan.n_reduced))  # n * largest_fit**2 < 2**64
     if plan.single_run:
         n_kept, kept_stride, n_reduced, step = plan.single_run
-        return KernelCall(table.KERNELS["int_rows_l2"], plan.parallel,
+        return KernelCall("int_rows_l2", plan.parallel,
                           (plan.base, kept_stride, n_kept, n_reduced, step, largest_fit, root_max(dtype)), dtype,
                           finite=True)
-    return KernelCall(serial.int_l2(), False,
+    return KernelCall(("serial_int_l2",), False,
                       (plan.base, plan.dims, plan.kept_ndim, largest_fit, root_max(dtype)), dtype, finite=True)
 
 
@@ -397,13 +437,13 @@ def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.
             raise Undecided
     elif reduction.term == EXP:
         if dtype in FLOAT_BITS:
-            float_sums(plan, src, EXP, result, maxima=_maxima(plan, src, dtype))
+            float_sums_into(plan, src, EXP, result, maxima=_maxima(plan, src, dtype))
         else:
             _int_log_sum_exp(plan, src, dtype, result)
     elif dtype in FLOAT_BITS or (reduction.mean and _int_mean_by_float_tiles(plan, dtype)):
-        float_sums(plan, src, reduction.term, result, divisor=float(count))
+        float_sums_into(plan, src, reduction.term, result, divisor=float(count))
     else:
-        int_sums(plan, src, reduction.term, count, result)
+        int_sums_into(plan, src, reduction.term, count, result)
     if _retried_if_not_finite(reduction, dtype) and not (
             finishing.all_finite_above(result, -math.inf) if returned is None else returned):
         # inf/NaN inputs or an overflowing sum of finite values. The rescaled sums cannot overflow,
@@ -411,13 +451,13 @@ def compute_direct(reduction: Reduction, plan: Plan, src: np.ndarray, dtype: np.
         # sum (mean) is within range, and for an infinity among values whose sum overflowed the
         # other way, that infinity ([-1.7e308, -1.7e308, inf] had come out NaN: -inf + inf).
         rescaled = np.empty(plan.n_kept)
-        float_sums(plan, src, SUM, rescaled, scale=SUM_RESCALE, divisor=float(count))
+        float_sums_into(plan, src, SUM, rescaled, scale=SUM_RESCALE, divisor=float(count))
         with np.errstate(over="ignore"):  # a sum beyond float64's range: inf, as IEEE addition
             result = np.where(np.isfinite(result), result, rescaled / SUM_RESCALE)
     return as_dtype(result, dtype)
 
 
-def float_sums(plan, src, term, result, scale=1.0, maxima=NO_MAXIMA, divisor=1.0, finish=0):
+def float_sums_into(plan, src, term, result, scale=1.0, maxima=NO_MAXIMA, divisor=1.0, finish=0):
     """result = the float sums of float_call on any plan, rounded once to result's dtype: with one
     chunk per output the kernel writes the results itself; otherwise its chunk partials are
     combined here."""
@@ -430,8 +470,8 @@ def float_sums(plan, src, term, result, scale=1.0, maxima=NO_MAXIMA, divisor=1.0
         nchunks = rows.column_chunks(n_reduced)
         total = np.empty(n_kept * nchunks)
         comp = np.empty(n_kept * nchunks)
-        run(rows.float_columns(term), threaded(plan, term), src, plan.base, kept_stride, n_kept, n_reduced, step,
-            scale, nchunks, total, comp)
+        launch(("float_columns", term), plan, term, src, plan.base, kept_stride, n_kept, n_reduced, step, scale,
+               nchunks, total, comp)
         finishing.finish_float_sums(total, comp, nchunks, divisor, finish, result)
         return None
     total = np.empty(tasks(plan))
@@ -445,7 +485,7 @@ def float_sums(plan, src, term, result, scale=1.0, maxima=NO_MAXIMA, divisor=1.0
     return None
 
 
-def int_sums(plan, src, term, count, result):
+def int_sums_into(plan, src, term, count, result):
     """Integer exact sum divided by ``count`` (SUM) or wrapping sum of squares (SQUARES) or of |x|
     (ABS) into result, of the input dtype (or uint64: _derived.int_square_sums): the kernels
     compute uint64 two's-complement bits, and the store keeps the low bits."""

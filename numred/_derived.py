@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from . import _exact
-from ._compute import (NO_MAXIMA, SUM_RESCALE, as_dtype, compute_direct, float_call, float_sums, geometry, int_l1_term,
-                       int_sums, kernel_call, launch, products_kernel, root_max, tasks)
+from ._compute import (NO_MAXIMA, SUM_RESCALE, as_dtype, compute_direct, float_call, float_sums_into, geometry,
+                       int_l1_term, int_sums_into, kernel_call, launch, products_kernel, root_max, tasks)
 from ._plan import Plan
 from ._reduction import (EXACT, FLOAT_BITS, KEY, MAX, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT, SQUARES, SUM, WRAPPING,
                          Reduction, Undecided)
@@ -72,7 +72,7 @@ def finished(reduction, plan, src, dtype):
         # |x| exceeds the whole, so none overflows on the way), or the square root or log of a float64
         # sum of narrower floats (no overflow, no bits lost in subnormal squares)
         result = np.empty(plan.n_kept, dtype=RESULT_DTYPE[dtype])
-        float_sums(plan, src, reduction.term, result, finish=reduction.finish)
+        float_sums_into(plan, src, reduction.term, result, finish=reduction.finish)
         return as_dtype(result, dtype)
     sums = _float64_sums(plan, src, reduction.term)
     # (overflow: a result beyond the dtype's range is inf, as IEEE rounding gives it)
@@ -168,7 +168,7 @@ def _int_l1(plan, src, dtype):
     """The sum of |x| modulo 2**bits, from the kernels' chunk partials of the term int_l1_term picks
     (the one-call case is _compute._finished_call's)."""
     result = np.empty(plan.n_kept, dtype=dtype)
-    int_sums(plan, src, int_l1_term(dtype), 1, result)
+    int_sums_into(plan, src, int_l1_term(dtype), 1, result)
     return result
 
 
@@ -184,9 +184,12 @@ def _means_and_residues(plan, src, dtype):
 
 def int_totals(plan, src, dtype):
     """The exact integer sum S of each output, as Python ints (_means_and_residues)."""
-    n = plan.n_reduced
-    quotients, residues = _means_and_residues(plan, src, dtype)
-    modulus = 1 << (8 * dtype.itemsize)
+    return _totals(plan.n_reduced, *_means_and_residues(plan, src, dtype))
+
+
+def _totals(n, quotients, residues):
+    """The exact integer sums of ``n`` elements each, as Python ints, from their _means_and_residues."""
+    modulus = 1 << (8 * residues.itemsize)
     return [n * q - (n - 1) + (r - n * q + (n - 1)) % modulus for q, r in zip(quotients.tolist(), residues.tolist())]
 
 
@@ -203,13 +206,13 @@ def _int_log_sum(plan, src, dtype):
     where q n + d in float64 is; the log of that (three roundings: still within 1e-15 of ln S), and S
     as a Python int only where the log is within rounding of an integer (_exact.floor_ln): Python ints
     for every output would cost more than the rest of the call."""
+    n = plan.n_reduced
+    quotients, residues = _means_and_residues(plan, src, dtype)
     if plan.n_kept < _LOG_SUMS_IN_NUMPY:
-        totals = int_totals(plan, src, dtype)
+        totals = _totals(n, quotients, residues)
         if any(s <= 0 for s in totals):
             raise _exact.log_sum_not_positive(dtype)
         return _exact.trunc_ln(totals).astype(dtype)
-    n = plan.n_reduced
-    quotients, residues = _means_and_residues(plan, src, dtype)
     unsigned = residues.dtype.type
     offsets = (residues - quotients.astype(residues.dtype) * unsigned(n) + unsigned(n - 1)).astype(np.int64) - (n - 1)
     quotients = quotients.astype(np.uint64 if dtype.kind == "u" else np.int64)
@@ -263,7 +266,7 @@ def int_square_sums(plan, src, dtype):
     if dtype.itemsize == 8:
         return compute_direct(_INT_SQUARES, plan, src, dtype).view(np.uint64)
     sums = np.empty(plan.n_kept, dtype=np.uint64)
-    int_sums(plan, src, SQUARES, 1, sums)
+    int_sums_into(plan, src, SQUARES, 1, sums)
     return sums
 
 

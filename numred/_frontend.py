@@ -268,37 +268,34 @@ def _row_groups(shape: tuple, n_reduced_axes: int):
 
 
 def _reduce(op: Op, data, axes, keepdims, noop_with_empty_axes, key) -> np.ndarray:
-    """The call; ``key``: its _REPEATS key (_repeat_key), or None."""
+    """The call; ``key``: its _REPEATS key (_repeat_key), or None. The plan comes from the call's
+    Repeat or from the checked arguments; then the engine computes it."""
     repeat = _REPEATS.get(key)
     if repeat is not None and (not repeat.plan.threads or repeat.plan.threads == get_num_threads()):
         # (a kept launch has run in reduce already and left its results to the driver: a float64
         # sum that is not finite, an undecided integer log-sum-exp)
-        plan, out_shape, carrier = repeat.plan, repeat.out_shape, repeat.carrier
+        x, plan, out_shape, carrier = data, repeat.plan, repeat.out_shape, repeat.carrier
         # ravel: a view, as a repeat is C-contiguous (same strides), and cheaper than reshape(-1)
         src = data.ravel() if carrier is None else data.ravel().view(carrier)
         src.setflags(write=False)  # as make_plan's: the kernels are compiled for read-only data
-        return compute(op.reduction, plan, src, data.dtype).reshape(out_shape)
-
-    x = as_supported_array(data, op.narrow_ints)
-    keepdims = as_flag(keepdims, "keepdims")
-    noop = as_flag(noop_with_empty_axes, "noop_with_empty_axes")
-    axes = reduced_axes(axes, x.ndim)
-    if not axes:
-        if noop:
-            return op.noop(x)
-        axes = tuple(range(x.ndim))
-
-    out_shape, n_out, n_reduced = _output_geometry(x.shape, axes, keepdims)
-
-    if n_out == 0:
-        return np.empty(out_shape, dtype=x.dtype)
-    if n_reduced == 0:
-        return op.empty_result(x.dtype, out_shape)
-
-    carrier = CARRIERS.get(x.dtype, x.dtype)  # (int8 and uint8 are their own)
-    plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
-    if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
-        launch = one_launch(op.reduction, plan, x.dtype)
-        repeat_call = None if launch is None else launch.repeat_call(plan.n_kept, out_shape, plan.threads)
-        _REPEATS[key] = Repeat(plan, out_shape, None if carrier == x.dtype else carrier, launch, repeat_call)
+    else:
+        x = as_supported_array(data, op.narrow_ints)
+        keepdims = as_flag(keepdims, "keepdims")
+        noop = as_flag(noop_with_empty_axes, "noop_with_empty_axes")
+        axes = reduced_axes(axes, x.ndim)
+        if not axes:
+            if noop:
+                return op.noop(x)
+            axes = tuple(range(x.ndim))
+        out_shape, n_out, n_reduced = _output_geometry(x.shape, axes, keepdims)
+        if n_out == 0:
+            return np.empty(out_shape, dtype=x.dtype)
+        if n_reduced == 0:
+            return op.empty_result(x.dtype, out_shape)
+        carrier = CARRIERS.get(x.dtype, x.dtype)  # (int8 and uint8 are their own)
+        plan, src = make_plan(x if carrier == x.dtype else x.view(carrier), axes)
+        if key is not None and x is data and x.flags.c_contiguous and (key in _REPEATS or len(_REPEATS) < _REPEATS_MAX):
+            launch = one_launch(op.reduction, plan, x.dtype)
+            repeat_call = None if launch is None else launch.repeat_call(plan.n_kept, out_shape, plan.threads)
+            _REPEATS[key] = Repeat(plan, out_shape, None if carrier == x.dtype else carrier, launch, repeat_call)
     return compute(op.reduction, plan, src, x.dtype).reshape(out_shape)

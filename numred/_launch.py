@@ -13,7 +13,7 @@ from numba import types
 from ._compute import KernelCall, Reduction, kernel_call
 from ._plan import Plan
 from ._runtime import LAUNCH, LAUNCH_ALL, get_num_threads, kernel_address, run_either
-from .kernels import finish
+from .kernels import finish, table
 from .kernels.jit import Kernel
 
 
@@ -37,10 +37,11 @@ class OneLaunch:
     floats arrive as the integers they are compiled for. Small calls, where the dispatch is a large
     share of the time, gain most."""
 
-    __slots__ = ("kernels", "parallel", "args", "carrier", "dtype", "keys", "undecided", "finite", "lowest", "calls")
+    __slots__ = ("kernel", "parallel", "args", "carrier", "dtype", "keys", "undecided", "finite", "lowest", "calls")
 
     def __init__(self, call: KernelCall, dtype: np.dtype):
-        self.kernels, self.parallel, self.args, self.carrier = call.kernels, call.parallel, call.args, call.carrier
+        self.kernel = table.kernel(call.kernel)  # (made here, once: a repeat calls it directly)
+        self.parallel, self.args, self.carrier = call.parallel, call.args, call.carrier
         self.keys, self.undecided, self.finite, self.lowest = call.keys, call.undecided, call.finite, call.lowest
         # (KernelCall)
         self.dtype = dtype  # of the input and the results; later calls pass the input's view as src (and keys)
@@ -53,10 +54,10 @@ class OneLaunch:
         if self.keys is not None:
             args = (src.view(self.keys), *args[1:])
         typed = (src, *args[:-1], args[-1].view(self.carrier))
-        if not isinstance(self.kernels, Kernel):  # a serial-only kernel: a dispatcher
-            dispatcher, leading = self.kernels, ()
+        if not isinstance(self.kernel, Kernel):  # a serial-only kernel: a dispatcher
+            dispatcher, leading = self.kernel, ()
         else:
-            dispatcher, leading = self.kernels.dispatcher, (0, 1)
+            dispatcher, leading = self.kernel.dispatcher, (0, 1)
         if variant == 1:
             address, returns = kernel_address(dispatcher, typed)
             launcher = LAUNCH_ALL if returns else LAUNCH
@@ -91,8 +92,8 @@ class OneLaunch:
                 return None
             result = np.empty(out_shape, dtype)
             src, results = data.ravel(), result.ravel()  # (views, cheaper than a reshape of the results after)
-            launch = parallel_launch or calls[0]
-            returned = launch(src, src, *args, results) if keyed else launch(src, *args, results)
+            kernel_run = parallel_launch or calls[0]
+            returned = kernel_run(src, src, *args, results) if keyed else kernel_run(src, *args, results)
             if undecided and returned is False:
                 return None
             if finite:  # the serial float sums return whether they are; other kernels return None

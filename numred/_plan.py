@@ -16,7 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .kernels.general import reads_wide_rows
-from .kernels.tiles import narrow_tile
+from .kernels.tiles import NARROW_64BIT_MAX_BLOCK, narrow_tile
 from ._runtime import get_num_threads
 
 # From this many elements a plan is parallel: the layout kinds made for threads (tiles, blocks,
@@ -65,6 +65,9 @@ class Plan:
     # (kernels.tiles.narrow_tile): the kernels have a lean variant for these too. Then (n_outer, outer
     # stride, n_inner, n_reduced, reduced stride), else None.
     single_tile: tuple[int, int, int, int, int] | None
+    # a single tile that the narrow-tile kernels read (kernels.tiles.narrow_tile; 64-bit data only in
+    # blocks of up to kernels.tiles.NARROW_64BIT_MAX_BLOCK elements)
+    narrow: bool
     # one kept axis between two reduced ones, the inner one contiguous, no tile, one chunk (RKR): each
     # output a run in each of several blocks, and the kernels (sums, integer sums, maxima) read them
     # block by block, in groups of outputs, one per thread. Then (n_kept, kept stride, n_outer,
@@ -170,17 +173,19 @@ def _layout(shape, strides, itemsize, reduced_axes, threads=0, unchunked_tiles=F
     single_run = None
     if nk == 1 and nr == 1 and tile == 1 and nchunks == 1:
         single_run = (kept_dims[0][0], kept_dims[0][1], reduced_dims[0][0], reduced_dims[0][1])
-    single_tile = None
+    single_tile, narrow = None, False
     if nk <= 2 and nr == 1 and tile > 1 and nchunks == 1:
         (n_inner, _), (n_rows, step) = kept_dims[-1], reduced_dims[0]
         n_outer, outer_stride = kept_dims[0] if nk == 2 else (1, 0)
-        if not reads_wide_rows(n_inner, tile, step, n_rows) or narrow_tile(n_inner, tile, n_rows, step):
+        narrow = narrow_tile(n_inner, tile, n_rows, step)
+        if not reads_wide_rows(n_inner, tile, step, n_rows) or narrow:
             single_tile = (n_outer, outer_stride, n_inner, n_rows, step)
+        narrow = narrow and (itemsize < 8 or n_inner * n_rows <= NARROW_64BIT_MAX_BLOCK)
     single_block = None
     if parallel and nk == 1 and nr == 2 and tile == 1 and nchunks == 1 and reduced_dims[1][1] == 1:
         groups = max(1, min(n_kept, threads))  # (0 threads: make_plan asks for the count and lays out again)
         single_block = (n_kept, kept_dims[0][1], *reduced_dims[0], reduced_dims[1][0], groups)
-    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, single_tile,
+    return Plan(span, base, dims, nk, n_kept, n_reduced, nchunks, tile, parallel, single_run, single_tile, narrow,
                 single_block, threads)
 
 

@@ -430,11 +430,12 @@ def test_integer_narrow_tiles_are_exact(dtype, case):
     _, _, n_inner, n_reduced, _ = plan.single_tile
     for opname in ("reduce_mean", "reduce_sum_square"):
         squares = opname == "reduce_sum_square"
-        launched = _compute.kernel_call(OPS_BY_NAME[opname].reduction, plan, x.dtype).kernels
+        launched = _compute.kernel_call(OPS_BY_NAME[opname].reduction, plan, x.dtype).kernel
         # 32-bit means take the float tiles; 64-bit data only blocks of up to NARROW_64BIT_MAX_BLOCK
         narrow = x.itemsize == 4 or n_inner * n_reduced <= kernels.tiles.NARROW_64BIT_MAX_BLOCK
+        assert plan.narrow == narrow, plan
         if (squares or x.itemsize == 8) and narrow:
-            assert launched is kernels.table.KERNELS[kernels.table.INT_TILES[squares]], (opname, plan)
+            assert launched == kernels.table.INT_TILES[squares], (opname, plan)
         expected = oracle.expected(opname, x, axes)  # exact, from Python integers
         for threads in (2, 1):
             for call in range(2):  # the second call of a C-contiguous input is a OneLaunch

@@ -109,6 +109,44 @@ def test_the_kernels_know_nothing_above_them():
     assert "numred.kernels.jit" in graph["numred._runtime"]
 
 
+_DISPATCH_SCRIPT = """
+import numpy as np
+from numred import _compute
+from numred._plan import make_plan
+from numred._registry import OPS
+from numred.kernels import rows, serial, table
+
+factories = list(table.FACTORIES.values())
+assert {rows.float_rows, rows.int_rows, serial.float_sums, serial.int_sums} <= set(factories)
+names = set()
+for dtype in (np.float32, np.float64, np.int32, np.int64):
+    for shape, axes in (((3, 4), (1,)), ((300, 400), (1,)), ((400, 300), (0,)), ((30, 40, 50), (0, 2))):
+        x = np.arange(np.prod(shape)).astype(dtype).reshape(shape)
+        plan, _ = make_plan(x, axes)
+        for op in OPS:
+            call = _compute.kernel_call(op.reduction, plan, x.dtype)
+            if call is not None:
+                names.add(call.kernel)
+made = [factory.cache_info().currsize for factory in factories]
+assert made == [0] * len(factories), made
+assert any(type(name) is tuple for name in names) and any(type(name) is str for name in names), names
+for name in names:
+    assert table.kernel(name) is not None, name
+assert sum(factory.cache_info().currsize for factory in factories) > 0
+"""
+
+
+def test_the_dispatch_names_its_kernels_and_makes_none():
+    # numred._compute's dispatch decides the kernel of a call as data, a name (kernels.table.kernel),
+    # and the kernel is made only where the call runs: in a fresh interpreter, deciding the calls of
+    # every operator on plans of each family (small, rows, tiles, the general walk) makes no kernel,
+    # and every name it gives resolves to one
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", _DISPATCH_SCRIPT], check=True, timeout=600)
+
+
 def test_no_function_outside_the_kernels_is_over_60_lines():
     # a function a reader can hold at once; the kernels (numred/kernels/) are not held to it yet
     long = [f"{path.relative_to(PACKAGE)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"

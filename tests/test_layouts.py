@@ -156,7 +156,7 @@ def test_large_views_match_contiguous_oracle():
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
 def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opname, dtype, shape):
     # Contiguous rows of a parallel-sized input (above 2**15 elements) are summed four rows per pass
-    # or one row after another, by dtype and row length (kernels.reading._rows_together: 32-bit integer rows
+    # or one row after another, by dtype and row length (numred._compute._rows_together: 32-bit integer rows
     # switch at 512 elements on AMD Zen 5), with 1-3 rows left after the last four-row pass (row counts
     # 4k + 3); float64 rows take two passes below 48 elements and one from the row before's sigma
     # from 48 on (kernels.split_sums.ONE_PASS_MIN_ROW). Each row gets its own magnitude, so a row summed
@@ -182,7 +182,7 @@ def test_contiguous_rows_read_one_at_a_time_or_four_together_count_every_row(opn
 @pytest.mark.parametrize("opname", ["reduce_mean", "reduce_sum_square"])
 def test_short_rows_of_inputs_beyond_the_cache_count_every_row(opname, dtype):
     # Inputs of ONE_STREAM_MIN_BYTES or more read their rows one after another on AMD Zen from a
-    # shorter row length than others (kernels.reading._rows_together's min_large_row: 16 elements for
+    # shorter row length than others (numred._compute._rows_together's min_large_row: 16 elements for
     # float32, 64 for 64-bit integers, 256 for the rest) and four rows together elsewhere, with
     # 4k + 3 rows here for the rows left after the last four. The rows are that long. Row k holds
     # v_k + d, with d repeating 1, -1, 2, -2 (summing to 0) and v_k cycling through 13 values, so

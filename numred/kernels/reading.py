@@ -32,8 +32,9 @@ ONE_STREAM_ROWS = ZEN_GENERATION > 0
 # (STREAMS_MIN_RUN), for float and integer types alike, so long runs are cut into quarters only
 # elsewhere.
 QUARTER_LONG_RUNS = not ONE_STREAM_ROWS
-# Rows of inputs of any size (min_row of _rows_together): on Zen 4 only long ones (above), the cache
-# favouring four rows together; on Zen 5 all float32 rows and 32-bit integer rows of 512 or more.
+# Rows of inputs of any size (min_row of numred._compute._rows_together): on Zen 4 only long ones
+# (above), the cache favouring four rows together; on Zen 5 all float32 rows and 32-bit integer rows
+# of 512 or more.
 ONE_STREAM_LONG_ROWS_ONLY = 1 << 62  # other dtypes: in the cache, four rows together stay better
 ONE_STREAM_MIN_FLOAT32_ROW = 0 if ZEN_GENERATION >= 5 else ONE_STREAM_LONG_ROWS_ONLY
 ONE_STREAM_MIN_INT32_ROW = 512 if ZEN_GENERATION >= 5 else ONE_STREAM_LONG_ROWS_ONLY
@@ -45,17 +46,6 @@ ONE_STREAM_MIN_BYTES = 16 << 20
 ONE_STREAM_MIN_LARGE_ROW = 256
 ONE_STREAM_MIN_LARGE_FLOAT32_ROW = 16
 ONE_STREAM_MIN_LARGE_INT64_ROW = 64
-
-
-def _rows_together(itemsize, n_kept, n_reduced, min_row, min_large_row):
-    """How many contiguous rows the row kernels read together: 4 (four memory streams per thread),
-    or 1 (whole rows one after another) where ONE_STREAM_ROWS says so: rows of ``min_row`` elements
-    or more, and rows of ``min_large_row`` or more of inputs beyond the cache. Decided in Python,
-    with the row kernel's variant (float_rows_variant, int_rows_four)."""
-    if ONE_STREAM_ROWS and (n_reduced >= min_row or n_reduced >= min_large_row
-                            and n_kept * n_reduced * itemsize >= ONE_STREAM_MIN_BYTES):
-        return 1
-    return 4
 
 
 STRIDED_LANES = 8

@@ -1,7 +1,7 @@
 """Rows: one kept axis over one reduced axis, each output one run (or a strided column). One kernel
 per (term, variant) for floats and per (squares, four rows or one) for integers, the variant chosen
-in Python from the geometry (``float_rows_variant``, ``int_rows_four``); log-sum-exp rows take the
-max and the sum of each row in one task.
+by the dispatch from the geometry (numred._compute); log-sum-exp rows take the max and the sum of
+each row in one task.
 """
 from __future__ import annotations
 
@@ -14,15 +14,11 @@ from .jit import Kernel, entry
 from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view, share
 from .columns import _fold
 from .decode import as_float64, as_wide
-from .integers import (HALVES_BLOCK, INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
+from .integers import (INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
                        _int_runs4, _term_run, isqrt64, squares_and_largest_run)
 from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
-from .reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_INT32_ROW,
-                      ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
-                      ONE_STREAM_MIN_LARGE_ROW, _rows_together)
 from .runs import _add_run, _float_row, _float_run, _float_runs4
-from .split_sums import (ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN,
-                         float64_one_pass, float64_run_two_pass)
+from .split_sums import (float64_one_pass, float64_run_two_pass)
 from .store import _finish_sum, compensation_block, finished, store_rounded
 
 # Columns of a strided view (float_columns): tasks (chunks of the rows), at most; rows per chunk, at
@@ -51,37 +47,12 @@ def _add_strided_row(acc, src, origin, stride, term, scale):
             acc[k] += abs(as_float64(row[k * stride]))
 
 
-# The variants of the float row kernel, one kernel each (float_rows_variant picks one per call):
+# The variants of the float row kernel, one kernel each (the dispatch picks one per call):
 # strided columns; narrow floats' strided rows, rows one by one, four rows together; float64 rows of
 # one split piece (contiguous, strided), of several pieces, short rows in two passes (contiguous,
 # strided); and the general row (float64 rescaled sums, exp sums).
 (ROWS_COLUMNS, ROWS_STRIDED, ROWS_ONE_BY_ONE, ROWS_FOUR, ROWS_ONE_PASS, ROWS_ONE_PASS_STRIDED, ROWS_PIECES,
  ROWS_TWO_PASS, ROWS_TWO_PASS_STRIDED, ROWS_GENERAL) = range(10)
-
-
-def float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, scale):
-    """The float_rows variant for these rows of ``carrier`` data (the kernels' view of the dtype)."""
-    carrier = np.dtype(carrier)
-    if (term != SUM_EXP and 0 < kept_stride < step and n_reduced >= COLUMN_MIN_ROWS
-            and not (term == SUM_SQUARES and carrier == np.uint16)):  # (float16 sums of squares)
-        return ROWS_COLUMNS
-    float64 = carrier == np.float64
-    if term != SUM_EXP and not float64:
-        if step != 1:
-            return ROWS_STRIDED
-        min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
-                                  if carrier.itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
-        if _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 1:
-            return ROWS_ONE_BY_ONE
-        return ROWS_FOUR
-    if (float64 and term != SUM_EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
-            and n_reduced >= (ONE_PASS_MIN_ROW if step == 1 else STRIDED_SPLIT_MIN_RUN)):
-        return ROWS_ONE_PASS if step == 1 else ROWS_ONE_PASS_STRIDED
-    if float64 and term != SUM_EXP and scale == 1.0 and step == 1 and n_reduced > SPLIT_PIECE:
-        return ROWS_PIECES
-    if float64 and term != SUM_EXP and n_reduced < SPLIT_PASS_MIN_RUN:
-        return ROWS_TWO_PASS if step == 1 else ROWS_TWO_PASS_STRIDED
-    return ROWS_GENERAL
 
 
 # The row kernels of floats take these arguments, whatever their variant (float_rows):
@@ -161,8 +132,8 @@ def _plain_rows_for(term, contiguous):
 
 def _four_rows_for(term):
     """ROWS_FOUR: contiguous rows of float32, float16 or bfloat16 data four at a time (where
-    _rows_together says so): four memory streams (STREAMS_MIN_RUN) and a quarter of the per-row loop
-    overhead; plain sums, as _plain_rows_for."""
+    numred._compute._rows_together says so): four memory streams (STREAMS_MIN_RUN) and a quarter of
+    the per-row loop overhead; plain sums, as _plain_rows_for."""
 
     def float_rows(part, parts, src, base, kept_stride, n_kept, n_reduced, step, scale, maxima, divisor, finish,
                    result):
@@ -293,20 +264,10 @@ _FLOAT_ROWS_FOR = {
 FLOAT_ROWS_VARIANTS = tuple(_FLOAT_ROWS_FOR)  # (the float_rows kernels: every variant but ROWS_COLUMNS)
 
 
-def int_rows_four(term, carrier, n_kept, n_reduced, step):
-    """Whether int_rows reads these rows of ``carrier`` data four at a time (contiguous rows, as
-    float_rows does; 64-bit means: never), rather than one by one."""
-    carrier = np.dtype(carrier)
-    min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
-    min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
-    return (step == 1 and (term or carrier.itemsize <= 4) and n_reduced <= HALVES_BLOCK
-            and _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 4)
-
-
 def _int_rows_for(term, four):
     """int_sums for single-run plans (see the float row kernels), fixed to the exact mean (finished here)
     or the wrapping sum of squares or of |x| (``term`` SUM_SQUARES or SUM_ABS: integers.term_bits), and to
-    reading rows four at a time or one by one (int_rows_four):
+    reading rows four at a time or one by one (numred._compute._int_rows_four):
     one parallel loop per kernel. No per-output arrays or chunk partials. The kernel computes uint64
     two's-complement bits; storing them into the input dtype keeps the low bits. The exact sums are
     divided by ``count`` (integers._int_mean: 1 for the wrapping sum itself)."""

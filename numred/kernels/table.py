@@ -1,9 +1,12 @@
-"""The kernels the drivers launch by name: {name: Kernel}. Each is compiled once, as a serial function of
-(part, parts, ...) that computes its part of the tasks (``numred.kernels.jit.Kernel``): called with
-(0, 1) for inputs below the size where a launch on threads pays (``numred._compute.threaded``), for a
-thread that finds a workqueue launch running, and for forked children of a parent that launched on
-OpenMP (``numred._runtime``); launched in parts on Numba's threads otherwise. Same tasks, same order,
-same bits.
+"""The kernels by name: KERNELS, {name: Kernel}, and ``kernel``, which also makes the kernels built on
+first use from the name of their factory and its arguments. The dispatch (``numred._compute``) names
+the kernel of a call as data; it is made here when the call runs.
+
+A Kernel is compiled once, as a serial function of (part, parts, ...) that computes its part of the
+tasks (``numred.kernels.jit.Kernel``): called with (0, 1) for inputs below the size where a launch
+on threads pays (``numred._compute.threaded``), for a thread that finds a workqueue launch running,
+and for forked children of a parent that launched on OpenMP (``numred._runtime``); launched in parts
+on Numba's threads otherwise. Same tasks, same order, same bits.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp
 from .general import _float_sums_for, _int_sums_for, _max_keys_for, int_sum_exp
 from .integers import INT_TERMS
 from .products import _products_for
+from . import rows, serial
 from .rows import (float_rows_extrema, float_rows_log_sum_exp, int_largest_magnitudes, int_rows_extrema, int_rows_l2,
                    int_rows_log_sum_exp)
 from .tiles import _float_tiles_for, _int_tiles_for
@@ -50,3 +54,25 @@ KERNELS = {
                                     float_blocks_log_sum_exp, int_blocks_log_sum_exp, float_rows_extrema,
                                     int_rows_extrema, int_rows_l2, int_largest_magnitudes)]
 }
+
+# The kernels made on first use, one per (factory, arguments): kernel(("float_rows", term, variant)) is
+# rows.float_rows(term, variant). Row kernels are Kernels; the serial ones, called only on the
+# calling thread, are dispatchers.
+FACTORIES = {
+    "float_rows": rows.float_rows,  # (term, ROWS_* variant)
+    "float_columns": rows.float_columns,  # (term)
+    "int_rows": rows.int_rows,  # (term, four rows at a time)
+    "serial_float_sums": serial.float_sums,  # (term, float64)
+    "serial_int_sums": serial.int_sums,  # (term)
+    "serial_float_log_sum_exp": serial.float_log_sum_exp,  # (float64)
+    "serial_int_log_sum_exp": serial.int_log_sum_exp,  # ()
+    "serial_extrema": serial.extrema,  # (float bits)
+    "serial_int_l2": serial.int_l2,  # ()
+}
+
+
+def kernel(name):
+    """The kernel ``name`` names: a KERNELS name, or a tuple (FACTORIES name, its arguments...)."""
+    if type(name) is str:
+        return KERNELS[name]
+    return FACTORIES[name[0]](*name[1:])

@@ -33,7 +33,7 @@ named only, in a fraction of the time."""
 
 _EVERY_OTHER = (slice(None), slice(None, None, 2))
 # (shape, axes[, view]): one call per kernel family of numred._plan and per variant of the row kernels
-# (kernels.rows.float_rows_variant, int_rows_four); sizes just above or below their thresholds
+# (numred._compute._float_rows_variant, _int_rows_four); sizes just above or below their thresholds
 LAYOUTS = (
     ((3, 2, 2), [1]),  # serial, general geometry
     ((9, 10), [1]),  # serial, one run per output
