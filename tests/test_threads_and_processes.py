@@ -391,6 +391,10 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
                     getattr(numred, op.name)(x, axes=axes)
                 except ValueError:  # an integer log-sum of a sum <= 0, after its kernels ran
                     assert op.name == "reduce_log_sum"
+        from numred.kernels import catalogue
+        for name, kernel in catalogue().items():  # (what a failure compiled)
+            if sum(kernel.stats.cache_misses.values()):
+                print("compiled:", name, dict(kernel.stats.cache_misses))
         print(cache_misses())
         """
     )
@@ -399,8 +403,9 @@ def test_precompile_fills_the_cache_for_every_layout(tmp_path):
         assert _copy_cache_written_before(_COLLECTED_AT, env) > 0
     else:
         assert run_python(precompile, env=env).split()[0] == "int32"
-    assert int(run_python(code.replace("PARALLEL_ALLOWED", "True"), env=env)) == 0
-    assert int(run_python(code.replace("PARALLEL_ALLOWED", "False"), env=env)) == 0
+    for parallel in ("True", "False"):
+        output = run_python(code.replace("PARALLEL_ALLOWED", parallel), env=env)
+        assert int(output.split()[-1]) == 0, output
 
 
 @pytest.mark.slow
