@@ -438,6 +438,34 @@ def test_a_changed_helper_module_invalidates_the_cached_kernels(tmp_path):
     assert misses() > 0
 
 
+def test_a_renamed_copy_in_the_same_process_stamps_only_its_own_kernels(tmp_path):
+    # A renamed copy of the package imported beside numred (an older version, compared with the new
+    # in one process) installs cache locators of its own. They must stamp the copy's functions only:
+    # with the copy's stamp on numred's kernels, other processes found numred's cache stale and
+    # rebuilt it, and after a change to numred's kernels a process with both loaded their old code.
+    root = tmp_path / "site"
+    shutil.copytree(PACKAGE_DIR, root / "numred_copy", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(root / "numred_copy" / "kernels" / "integers.py", "a") as f:
+        f.write("\n# the copy's kernel sources differ from numred's\n")
+    code = textwrap.dedent(
+        """
+        import sys
+        import numred
+        sys.path.insert(0, ROOT)
+        import numred_copy
+        from numred.kernels import jit, serial
+        from numred_copy.kernels import jit as copy_jit, serial as copy_serial
+        assert jit.package_source_stamp() != copy_jit.package_source_stamp()
+        # (kernels made on first use: after both packages put their locators in Numba's list)
+        for kernel, stamp in ((serial.int_l2(), jit.package_source_stamp()),
+                              (copy_serial.int_l2(), copy_jit.package_source_stamp())):
+            assert kernel._cache._cache_file._source_stamp == stamp, kernel
+        print("ok")
+        """
+    ).replace("ROOT", repr(str(root)))
+    assert run_python(code, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")}).split() == ["ok"]
+
+
 def _read_only_install(tmp_path: Path) -> Path:
     """A copy of the package in a directory nobody may write, without any cache files."""
     root = tmp_path / "site"

@@ -38,6 +38,11 @@ except ImportError:  # not POSIX: cache saves go without the inter-process lock
     fcntl = None
 
 
+# the package whose functions this module compiles and stamps: "numred" (a renamed copy, imported
+# into the same process to compare versions, has its own name, and stamps its own functions only)
+_PACKAGE = __name__.split(".")[0]
+
+
 class Kernel(NamedTuple):
     """A kernel compiled once, as one serial function of ``(part, parts, *args)`` that computes part
     ``part`` of ``parts`` of its tasks. The tasks are fixed by the input's shape, never by the parts or
@@ -60,7 +65,7 @@ class CompileNotice(event.Listener):
     def on_start(self, ev):
         dispatcher = ev.data.get("dispatcher") if isinstance(ev.data, dict) else None
         module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
-        if not self.said and module.split(".")[0] == "numred":
+        if not self.said and module.split(".")[0] == _PACKAGE:
             self.said = True
             logging.getLogger("numred").info(self.MESSAGE)
 
@@ -118,7 +123,7 @@ class _WholePackageStamp:
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not py_func.__module__.startswith("numred."):
+        if not py_func.__module__.startswith(_PACKAGE + "."):  # (another package, or another copy of numred)
             return None
         return super().from_function(py_func, py_file)
 
