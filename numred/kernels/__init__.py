@@ -45,30 +45,14 @@ def catalogue() -> dict:
     share a compiled name."""
     from numba.core.registry import CPUDispatcher
 
-    from . import base, finish, rows, serial, table
-    from .integers import INT_TERMS
+    from . import finish, table
+    from .jit import Kernel
 
-    kernels = {}
-    launched = dict(table.KERNELS)
-    float_terms = (base.SUM, base.SUM_SQUARES, base.SUM_ABS)
-    launched.update({f"float_rows {term} {variant}": rows.float_rows(term, variant)
-                     for term in float_terms for variant in rows.FLOAT_ROWS_VARIANTS})
-    launched.update({f"float_columns {term}": rows.float_columns(term) for term in float_terms})
-    launched.update({f"int_rows {term} {four}": rows.int_rows(term, four)
-                     for term in INT_TERMS for four in (False, True)})
-    kernels.update({name: kernel.dispatcher for name, kernel in launched.items()})
-    # the serial float sums: means and sums (ReduceLogSum's too), sums of squares (ReduceL2's too) and of
-    # |x| (ReduceL1)
-    for term in (base.SUM, base.SUM_SQUARES, base.SUM_ABS):
-        for float64 in (False, True):
-            kernels[f"serial float_sums {term} {float64}"] = serial.float_sums(term, float64)
-    for term in INT_TERMS:
-        kernels[f"serial int_sums {term}"] = serial.int_sums(term)
-    for flag in (False, True):
-        kernels[f"serial float_log_sum_exp {flag}"] = serial.float_log_sum_exp(flag)
-        kernels[f"serial extrema {flag}"] = serial.extrema(flag)
-    kernels["serial int_log_sum_exp"] = serial.int_log_sum_exp()
-    kernels["serial int_l2"] = serial.int_l2()
+    kernels = {name: kernel.dispatcher for name, kernel in table.KERNELS.items()}
+    for name, factory in table.FACTORIES.items():  # the kernels made on first use: every one a call can name
+        for arguments in factory.arguments:
+            kernel = factory.make(*arguments)
+            kernels[" ".join(map(str, (name, *arguments)))] = kernel.dispatcher if type(kernel) is Kernel else kernel
     # the serial finishing steps called from Python (finish_*, all_finite_above)
     kernels.update({name: d for name, d in vars(finish).items() if isinstance(d, CPUDispatcher)
                     and d.py_func.__module__ == finish.__name__ and not name.startswith("_")})

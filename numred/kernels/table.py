@@ -10,6 +10,9 @@ on Numba's threads otherwise. Same tasks, same order, same bits.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 from .jit import Kernel, entry
 from .base import TERM_NAMES, SUM, SUM_ABS, SUM_SQUARES
 from .blocks import _float_blocks_for, _int_blocks_for, float_blocks_log_sum_exp, int_blocks_log_sum_exp
@@ -55,19 +58,29 @@ KERNELS = {
                                     int_rows_extrema, int_rows_l2, int_largest_magnitudes)]
 }
 
-# The kernels made on first use, one per (factory, arguments): kernel(("float_rows", term, variant)) is
-# rows.float_rows(term, variant). Row kernels are Kernels; the serial ones, called only on the
-# calling thread, are dispatchers.
+class Factory(NamedTuple):
+    """Kernels made on first use: ``make(*arguments)`` for each of ``arguments``, every combination a
+    call can name (kernels.catalogue makes them all, for precompile and the tests)."""
+
+    make: Callable
+    arguments: tuple
+
+
+_FLOAT_TERMS = (SUM, SUM_SQUARES, SUM_ABS)
+# kernel(("float_rows", term, variant)) is rows.float_rows(term, variant). Row kernels are Kernels; the
+# serial ones, called only on the calling thread, are dispatchers.
 FACTORIES = {
-    "float_rows": rows.float_rows,  # (term, ROWS_* variant)
-    "float_columns": rows.float_columns,  # (term)
-    "int_rows": rows.int_rows,  # (term, four rows at a time)
-    "serial_float_sums": serial.float_sums,  # (term, float64)
-    "serial_int_sums": serial.int_sums,  # (term)
-    "serial_float_log_sum_exp": serial.float_log_sum_exp,  # (float64)
-    "serial_int_log_sum_exp": serial.int_log_sum_exp,  # ()
-    "serial_extrema": serial.extrema,  # (float bits)
-    "serial_int_l2": serial.int_l2,  # ()
+    "float_rows": Factory(rows.float_rows, tuple((term, variant) for term in _FLOAT_TERMS
+                                                 for variant in rows.FLOAT_ROWS_VARIANTS)),
+    "float_columns": Factory(rows.float_columns, tuple((term,) for term in _FLOAT_TERMS)),
+    "int_rows": Factory(rows.int_rows, tuple((term, four) for term in INT_TERMS for four in (False, True))),
+    "serial_float_sums": Factory(serial.float_sums, tuple((term, float64) for term in _FLOAT_TERMS
+                                                          for float64 in (False, True))),
+    "serial_int_sums": Factory(serial.int_sums, tuple((term,) for term in INT_TERMS)),
+    "serial_float_log_sum_exp": Factory(serial.float_log_sum_exp, ((False,), (True,))),  # (float64)
+    "serial_int_log_sum_exp": Factory(serial.int_log_sum_exp, ((),)),
+    "serial_extrema": Factory(serial.extrema, ((False,), (True,))),  # (float bits)
+    "serial_int_l2": Factory(serial.int_l2, ((),)),
 }
 
 
@@ -75,4 +88,4 @@ def kernel(name):
     """The kernel ``name`` names: a KERNELS name, or a tuple (FACTORIES name, its arguments...)."""
     if type(name) is str:
         return KERNELS[name]
-    return FACTORIES[name[0]](*name[1:])
+    return FACTORIES[name[0]].make(*name[1:])
