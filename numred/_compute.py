@@ -292,9 +292,7 @@ def _float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, sca
     if term != EXP and not float64:
         if step != 1:
             return rows.ROWS_STRIDED
-        min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
-                                  if carrier.itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
-        if _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 1:
+        if _float_rows_together(carrier.itemsize, n_kept, n_reduced) == 1:
             return rows.ROWS_ONE_BY_ONE
         return rows.ROWS_FOUR
     if (float64 and term != EXP and scale == 1.0 and n_reduced <= SPLIT_PIECE
@@ -307,13 +305,25 @@ def _float_rows_variant(term, carrier, kept_stride, n_kept, n_reduced, step, sca
     return rows.ROWS_GENERAL
 
 
+def _float_rows_together(itemsize, n_kept, n_reduced):
+    """_rows_together for contiguous rows of float data (sums and extrema) of ``itemsize`` bytes."""
+    min_row, min_large_row = ((ONE_STREAM_MIN_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW)
+                              if itemsize == 4 else (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_LARGE_ROW))
+    return _rows_together(itemsize, n_kept, n_reduced, min_row, min_large_row)
+
+
 def _int_rows_four(term, carrier, n_kept, n_reduced, step):
     """Whether int_rows reads these rows of ``carrier`` data four at a time (contiguous rows, as
     float_rows does; 64-bit means: never), rather than one by one."""
-    min_row = ONE_STREAM_MIN_INT32_ROW if carrier.itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
-    min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if carrier.itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
     return (step == 1 and (term != SUM or carrier.itemsize <= 4) and n_reduced <= integers.HALVES_BLOCK
-            and _rows_together(carrier.itemsize, n_kept, n_reduced, min_row, min_large_row) == 4)
+            and _int_rows_together(carrier.itemsize, n_kept, n_reduced) == 4)
+
+
+def _int_rows_together(itemsize, n_kept, n_reduced):
+    """_rows_together for contiguous rows of integers (sums and extrema) of ``itemsize`` bytes."""
+    min_row = ONE_STREAM_MIN_INT32_ROW if itemsize == 4 else ONE_STREAM_LONG_ROWS_ONLY
+    min_large_row = ONE_STREAM_MIN_LARGE_INT64_ROW if itemsize == 8 else ONE_STREAM_MIN_LARGE_ROW
+    return _rows_together(itemsize, n_kept, n_reduced, min_row, min_large_row)
 
 
 def _rows_together(itemsize, n_kept, n_reduced, min_row, min_large_row):
@@ -374,13 +384,19 @@ def _extrema_call(plan, dtype, minimum):
             return KernelCall(("serial_extrema", True), False,
                               (plan.base, plan.dims, plan.kept_ndim, inf_bits, flip), RESULT_DTYPE[dtype], keys=key_dtype)
         if plan.single_run:
-            return KernelCall("float_rows_extrema", True, (plan.base, *_kept_rows(plan), inf_bits, flip),
+            kept_stride, n_kept, n_reduced, step = _kept_rows(plan)
+            together = _float_rows_together(dtype.itemsize, n_kept, n_reduced) if step == 1 else 1
+            return KernelCall("float_rows_extrema", True,
+                              (plan.base, kept_stride, n_kept, n_reduced, step, together, inf_bits, flip),
                               RESULT_DTYPE[dtype], keys=key_dtype)
         return None
     if not plan.parallel:
         return KernelCall(("serial_extrema", False), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
     if plan.single_run:
-        return KernelCall("int_rows_extrema", True, (plan.base, *_kept_rows(plan), flip), dtype)
+        kept_stride, n_kept, n_reduced, step = _kept_rows(plan)
+        together = _int_rows_together(dtype.itemsize, n_kept, n_reduced) if step == 1 else 1
+        return KernelCall("int_rows_extrema", True, (plan.base, kept_stride, n_kept, n_reduced, step, together, flip),
+                          dtype)
     return None
 
 

@@ -73,16 +73,17 @@ def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis)
 
 @pytest.mark.parametrize("n", [32768, 32769, 65539])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.uint64])
-def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
-    # A long contiguous run of the general kernel is read as two halves side by side, then the
-    # element after them (kernels.maxima.max_run); rows in one stream. Row r holds its largest value
-    # at position r of the positions below (each end of each half and of their halves, the rest,
-    # and some in between) and its smallest at the next one; among floats also a NaN of either sign
-    # in every fifth row and zeros of both signs alone in every seventh. Rows, a whole row (one
-    # output) and nine rows over both axes.
-    half = n // 2
-    positions = sorted({0, 1, half // 2 - 1, half // 2, half - 1, half, half + 1, half + half // 2 - 1,
-                        half + half // 2, 2 * half - 1, n - 1, n // 3, (3 * n) // 4})
+def test_long_rows_find_their_extremes_in_any_quarter_and_the_rest(dtype, n):
+    # A long contiguous run of the general kernel is read as four quarters side by side, then the
+    # 0-3 elements after them (kernels.maxima.max_run); contiguous rows four at a time, side by side
+    # (maxima.four_max_key_runs), the last 1-3 rows one by one. Row r holds its largest value at
+    # position r of the positions below (each end of each quarter, the rest, and some in between)
+    # and its smallest at the next one; among floats also a NaN of either sign in every fifth row
+    # (each of the four side by side in turn) and zeros of both signs alone in every seventh. Rows,
+    # a whole row (one output) and nine rows over both axes.
+    quarter = n // 4
+    ends = {j * quarter + d for j in range(1, 5) for d in (-1, 0, 1)}
+    positions = sorted({0, 1, quarter // 2, n // 3, (3 * n) // 4, n - 1} | {p for p in ends if p < n})
     n_rows = 2 * len(positions) + 1
     rng = np.random.default_rng(11)
     floats = np.dtype(dtype).kind not in "iu"
@@ -105,7 +106,8 @@ def test_long_rows_find_their_extremes_in_either_half_and_the_rest(dtype, n):
         for data, axes in ((x, [1]), (x[3], [0]), (x[:9], None)):
             assert_matches(getattr(numred, op)(data, axes), expected(op, data, axes))
         # nine rows without NaNs over both axes: chunks of the general kernel, each one run read in
-        # halves, the last element of the last (odd, for odd n) run holding the extreme
+        # quarters, the last element of the last run (beyond its quarters, for n not a multiple of
+        # four) holding the extreme
         plain = x[[r for r in range(n_rows) if r % 5 != 4 and r % 7 != 6][:9]]
         for last in (top, bottom, np.nan) if floats else (top, bottom):
             data = plain.copy()
@@ -128,7 +130,7 @@ def test_rows_of_one_sign_find_their_extremes(dtype, n):
     # values only likewise, and a NaN's sign bit may be set. Rows of negative values only, positive
     # only, and zeros of one sign (sign 0: -0.0), each with a NaN or an infinity of either sign or a
     # zero of the other sign planted, or none; rows (an even and an odd count), and each kind of row
-    # over all axes of three copies (the general kernel's chunks, long runs read in halves).
+    # over all axes of three copies (the general kernel's chunks, long runs read in quarters).
     rng = np.random.default_rng(23)
     x = np.empty((len(ONE_SIGN_ROWS), n), dtype=dtype)
     for r, (sign, planted) in enumerate(ONE_SIGN_ROWS):

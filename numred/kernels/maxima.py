@@ -84,30 +84,34 @@ def _magnitude_bits_impl(x):
 
 
 @functools.cache
-def _halves_max_for(float_bits):
-    """halves_max(src, offset, half, best, top_magnitude, flip) -> (best, top_magnitude) over the
-    ``2 * half`` elements from ``offset``, as max_run: the two halves read side by side, two memory
-    streams, which keep more reads in flight than one (a max does not depend on the order of its
-    elements). The general kernel's long runs take it (reductions over all axes, chunks)."""
+def _four_max_runs_for(float_bits):
+    """four_max_runs(src, offset, stride, n, flip) -> ((best, top_magnitude),) * 4 of four contiguous
+    runs of ``n`` elements from ``offset``, ``stride`` apart, each as max_run from a start of
+    lowest_key: the four read side by side, four memory streams, as the sums' four rows together
+    (kernels.rows.ROWS_FOUR). One run at a time leaves part of a thread's read bandwidth unused."""
 
     @njit_for(float_bits, fastmath=FASTMATH)
-    def halves_max(src, offset, half, best, top_magnitude, flip):
-        first = _view(src, offset, offset + half)
-        second = _view(src, offset + half, offset + 2 * half)
-        best_second, top_magnitude_second = best, top_magnitude
+    def four_max_runs(src, offset, stride, n, flip):
+        r0 = _view(src, offset, offset + n)
+        r1 = _view(src, offset + stride, offset + stride + n)
+        r2 = _view(src, offset + 2 * stride, offset + 2 * stride + n)
+        r3 = _view(src, offset + 3 * stride, offset + 3 * stride + n)
+        b0 = b1 = b2 = b3 = lowest_key(src[offset])
+        t0 = t1 = t2 = t3 = b0  # (passed through for integer values, as max_run's top_magnitude)
         if float_bits:
-            for i in range(half):
-                best = max(best, flipped(float_key(first[i]), flip))
-                top_magnitude = max(top_magnitude, magnitude_bits(first[i]))
-                best_second = max(best_second, flipped(float_key(second[i]), flip))
-                top_magnitude_second = max(top_magnitude_second, magnitude_bits(second[i]))
+            t0 = t1 = t2 = t3 = magnitude_bits(b0)
+            for i in range(n):
+                b0, t0 = max(b0, flipped(float_key(r0[i]), flip)), max(t0, magnitude_bits(r0[i]))
+                b1, t1 = max(b1, flipped(float_key(r1[i]), flip)), max(t1, magnitude_bits(r1[i]))
+                b2, t2 = max(b2, flipped(float_key(r2[i]), flip)), max(t2, magnitude_bits(r2[i]))
+                b3, t3 = max(b3, flipped(float_key(r3[i]), flip)), max(t3, magnitude_bits(r3[i]))
         else:
-            for i in range(half):
-                best = max(best, flipped(first[i], flip))
-                best_second = max(best_second, flipped(second[i], flip))
-        return max(best, best_second), max(top_magnitude, top_magnitude_second)
+            for i in range(n):
+                b0, b1 = max(b0, flipped(r0[i], flip)), max(b1, flipped(r1[i], flip))
+                b2, b3 = max(b2, flipped(r2[i], flip)), max(b3, flipped(r3[i], flip))
+        return (b0, t0), (b1, t1), (b2, t2), (b3, t3)
 
-    return halves_max
+    return four_max_runs
 
 
 @functools.cache
@@ -116,10 +120,11 @@ def _max_run_for(float_bits, long_runs=True):
     one run: for float keys (``float_bits``, a constant), the max float_key and the largest
     magnitude_bits; for integer values, the max value (top_magnitude is passed through). Keys are
     flipped by ``flip`` first (0 for a max). All in src's own integer type. A contiguous run of 2 *
-    STREAMS_MIN_RUN elements or more is read in two streams (_halves_max_for); without ``long_runs``
-    (the serial kernels' and the row kernels', max_key_run and max_value_run) every run is read in
-    one stream, and the two-stream function is left out, with its compile time."""
-    halves_max = _halves_max_for(float_bits)
+    STREAMS_MIN_RUN elements or more is read in four quarters side by side (_four_max_runs_for: a max
+    does not depend on the order of its elements); without ``long_runs`` (the serial kernels' and the
+    row kernels', max_key_run and max_value_run) every run is read in one stream, and the four-stream
+    function is left out, with its compile time."""
+    four_max_runs = _four_max_runs_for(float_bits)
 
     @njit_for(float_bits, long_runs, fastmath=FASTMATH)
     def max_run(src, offset, n, step, best, top_magnitude, flip):
@@ -127,10 +132,12 @@ def _max_run_for(float_bits, long_runs=True):
         # check per element, and the loop is not vectorised.
         if step == 1:
             if long_runs and n >= 2 * STREAMS_MIN_RUN:
-                half = n // 2
-                best, top_magnitude = halves_max(src, offset, half, best, top_magnitude, flip)
-                offset += 2 * half  # (an odd run's last element, below)
-                n -= 2 * half
+                quarter = n // 4
+                quarters = four_max_runs(src, offset, quarter, quarter, flip)
+                for j in range(4):
+                    best, top_magnitude = max(best, quarters[j][0]), max(top_magnitude, quarters[j][1])
+                offset += 4 * quarter  # (the last 0-3 elements, below)
+                n -= 4 * quarter
             run = _view(src, offset, offset + n)
             if float_bits:
                 for i in range(n):
@@ -150,6 +157,10 @@ def _max_run_for(float_bits, long_runs=True):
         return best, top_magnitude
 
     return max_run
+
+
+four_max_key_runs = _four_max_runs_for(True)
+four_max_value_runs = _four_max_runs_for(False)
 
 
 # The row kernels read each row in one stream, whatever its length: with the two-stream function

@@ -16,7 +16,8 @@ from .columns import _fold
 from .decode import as_float64, as_wide
 from .integers import (INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
                        _int_runs4, _term_run, isqrt64, squares_and_largest_run)
-from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, max_key_run, max_value_run
+from .maxima import (flipped, four_max_key_runs, four_max_value_runs, key_to_float64, lowest_key, magnitude_bits, max_key_run,
+                     max_value_run)
 from .runs import _add_run, _float_row, _float_run, _float_runs4
 from .split_sums import (float64_one_pass, float64_run_two_pass)
 from .store import _finish_sum, compensation_block, finished, store_rounded
@@ -369,30 +370,51 @@ def int_largest_magnitudes(part, parts, src, piece, result):
         result[k] = squares_and_largest_run(src, start, min(piece, src.size - start), 1)[1]
 
 
-def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_reduced, step, inf_bits, flip, result):
-    """The max (with ``flip`` -1 the min, maxima.flipped) of each row of float data, one row per task,
-    stored in ``result`` (the input's carrier dtype; exact); NaN where a row holds one. ``keys`` is
-    src's memory as signed integers. It spares rows the general max kernel's per-output set-up and
-    finishing pass, and a first call compiles much less code."""
+def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_reduced, step, together, inf_bits, flip,
+                       result):
+    """The max (with ``flip`` -1 the min, maxima.flipped) of each row of float data, stored in
+    ``result`` (the input's carrier dtype; exact); NaN where a row holds one. ``keys`` is src's
+    memory as signed integers. A task is ``together`` rows: 4, contiguous rows read side by side
+    (maxima.four_max_key_runs), or 1, as numred._compute._rows_together says. It spares rows the
+    general max kernel's per-output set-up and finishing pass, and a first call compiles much less
+    code."""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
-    first_task, end_task = share(n_kept, part, parts)
-    for k in range(first_task, end_task):
-        origin = base + k * kept_stride
-        lowest = lowest_key(keys[origin])
-        best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest), flip)
-        value = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(flipped(best, flip)), carrier)
-        store_rounded(result, k, value)
+    first_task, end_task = share(-(-n_kept // together), part, parts)
+    for group in range(first_task, end_task):
+        k0 = together * group
+        four = together == 4 and k0 + 4 <= n_kept
+        if four:
+            runs = four_max_key_runs(keys, base + k0 * kept_stride, kept_stride, n_reduced, flip)
+        for k in range(k0, min(k0 + together, n_kept)):
+            if four:
+                best, top_magnitude = runs[k - k0]
+            else:
+                origin = base + k * kept_stride
+                lowest = lowest_key(keys[origin])
+                best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest), flip)
+            value = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(flipped(best, flip)), carrier)
+            store_rounded(result, k, value)
 
 
-def int_rows_extrema(part, parts, src, base, kept_stride, n_kept, n_reduced, step, flip, result):
-    """The max (with ``flip`` -1 the min) of each row of integers, into ``result`` (the input dtype)."""
+def int_rows_extrema(part, parts, src, base, kept_stride, n_kept, n_reduced, step, together, flip, result):
+    """The max (with ``flip`` -1 the min) of each row of integers, into ``result`` (the input dtype);
+    ``together`` rows per task, as float_rows_extrema."""
     src = _borrowed(src)
-    first_task, end_task = share(n_kept, part, parts)
-    for k in range(first_task, end_task):
-        origin = base + k * kept_stride
-        lowest = lowest_key(src[origin])
-        result[k] = flipped(max_value_run(src, origin, n_reduced, step, lowest, lowest, flip)[0], flip)
+    first_task, end_task = share(-(-n_kept // together), part, parts)
+    for group in range(first_task, end_task):
+        k0 = together * group
+        four = together == 4 and k0 + 4 <= n_kept
+        if four:
+            runs = four_max_value_runs(src, base + k0 * kept_stride, kept_stride, n_reduced, flip)
+        for k in range(k0, min(k0 + together, n_kept)):
+            if four:
+                best = runs[k - k0][0]
+            else:
+                origin = base + k * kept_stride
+                lowest = lowest_key(src[origin])
+                best = max_value_run(src, origin, n_reduced, step, lowest, lowest, flip)[0]
+            result[k] = flipped(best, flip)
 
 
 @functools.cache
