@@ -42,7 +42,7 @@ from .kernels.reading import (ONE_STREAM_LONG_ROWS_ONLY, ONE_STREAM_MIN_BYTES, O
                               ONE_STREAM_MIN_INT32_ROW, ONE_STREAM_MIN_LARGE_FLOAT32_ROW, ONE_STREAM_MIN_LARGE_INT64_ROW,
                               ONE_STREAM_MIN_LARGE_ROW, ONE_STREAM_ROWS)
 from .kernels.split_sums import ONE_PASS_MIN_ROW, SPLIT_PASS_MIN_RUN, SPLIT_PIECE, STRIDED_SPLIT_MIN_RUN
-from ._plan import Plan
+from ._plan import FEW_TASKS, Plan
 from ._reduction import (ABS, EXP, FLOAT_BITS, INT_WIDENING, KEY, MIN, PRODUCT, RESULT_DTYPE, ROUND, SQRT,
                          SQUARES, SUM, Reduction, Term, Undecided)
 from ._runtime import run
@@ -385,7 +385,8 @@ def _extrema_call(plan, dtype, minimum):
                               (plan.base, plan.dims, plan.kept_ndim, inf_bits, flip), RESULT_DTYPE[dtype], keys=key_dtype)
         if plan.single_run:
             kept_stride, n_kept, n_reduced, step = _kept_rows(plan)
-            together = _float_rows_together(dtype.itemsize, n_kept, n_reduced) if step == 1 else 1
+            together = (_extrema_rows_together(_float_rows_together(dtype.itemsize, n_kept, n_reduced), n_kept)
+                        if step == 1 else 1)
             return KernelCall("float_rows_extrema", True,
                               (plan.base, kept_stride, n_kept, n_reduced, step, together, inf_bits, flip),
                               RESULT_DTYPE[dtype], keys=key_dtype)
@@ -394,10 +395,18 @@ def _extrema_call(plan, dtype, minimum):
         return KernelCall(("serial_extrema", False), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
     if plan.single_run:
         kept_stride, n_kept, n_reduced, step = _kept_rows(plan)
-        together = _int_rows_together(dtype.itemsize, n_kept, n_reduced) if step == 1 else 1
+        together = (_extrema_rows_together(_int_rows_together(dtype.itemsize, n_kept, n_reduced), n_kept)
+                    if step == 1 else 1)
         return KernelCall("int_rows_extrema", True, (plan.base, kept_stride, n_kept, n_reduced, step, together, flip),
                           dtype)
     return None
+
+
+def _extrema_rows_together(together_by_size, n_kept):
+    """How many rows a task of the row extrema kernels reads together: the row sums' choice
+    (``together_by_size``), but one by one where groups of four would leave fewer than FEW_TASKS
+    tasks, too few to spread over the threads (8 rows: two tasks instead of eight)."""
+    return together_by_size if n_kept >= 4 * FEW_TASKS else 1
 
 
 def _kept_rows(plan):

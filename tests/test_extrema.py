@@ -79,12 +79,13 @@ def test_long_rows_find_their_extremes_in_any_quarter_and_the_rest(dtype, n):
     # (maxima.four_max_key_runs), the last 1-3 rows one by one. Row r holds its largest value at
     # position r of the positions below (each end of each quarter, the rest, and some in between)
     # and its smallest at the next one; among floats also a NaN of either sign in every fifth row
-    # (each of the four side by side in turn) and zeros of both signs alone in every seventh. Rows,
+    # (each of the four side by side in turn) and zeros of both signs alone in every seventh. Rows
+    # (67: groups of four for 64 rows and more, numred._compute._extrema_rows_together, and 3 over),
     # a whole row (one output) and nine rows over both axes.
     quarter = n // 4
     ends = {j * quarter + d for j in range(1, 5) for d in (-1, 0, 1)}
     positions = sorted({0, 1, quarter // 2, n // 3, (3 * n) // 4, n - 1} | {p for p in ends if p < n})
-    n_rows = 2 * len(positions) + 1
+    n_rows = 67
     rng = np.random.default_rng(11)
     floats = np.dtype(dtype).kind not in "iu"
     if floats:
@@ -129,8 +130,10 @@ def test_rows_of_one_sign_find_their_extremes(dtype, n):
     # present: a max of negative values only is the one of smallest magnitude, a min of positive
     # values only likewise, and a NaN's sign bit may be set. Rows of negative values only, positive
     # only, and zeros of one sign (sign 0: -0.0), each with a NaN or an infinity of either sign or a
-    # zero of the other sign planted, or none; rows (an even and an odd count), and each kind of row
-    # over all axes of three copies (the general kernel's chunks, long runs read in quarters).
+    # zero of the other sign planted, or none; rows (an even and an odd count; and 85 rows, row i of
+    # kind i % 17, so that read four side by side each kind takes each of the four places), and each
+    # kind of row over all axes of three copies (the general kernel's chunks, long runs read in
+    # quarters).
     rng = np.random.default_rng(23)
     x = np.empty((len(ONE_SIGN_ROWS), n), dtype=dtype)
     for r, (sign, planted) in enumerate(ONE_SIGN_ROWS):
@@ -138,7 +141,7 @@ def test_rows_of_one_sign_find_their_extremes(dtype, n):
         if planted is not None:
             x[r, (r * 7919) % n if r % 3 else n - 1] = planted
     for op in ("reduce_max", "reduce_min"):
-        for rows in (x, x[1:]):
+        for rows in (x, x[1:], x[np.arange(85) % 17 % len(ONE_SIGN_ROWS)]):
             assert_matches(getattr(numred, op)(rows, [1]), expected(op, rows, [1]))
         for r in range(len(ONE_SIGN_ROWS)):
             block = np.repeat(x[r:r + 1], 3, axis=0)

@@ -16,8 +16,8 @@ from .columns import _fold
 from .decode import as_float64, as_wide
 from .integers import (INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
                        _int_runs4, _term_run, isqrt64, squares_and_largest_run)
-from .maxima import (flipped, four_max_key_runs, four_max_value_runs, key_to_float64, lowest_key, magnitude_bits, max_key_run,
-                     max_value_run)
+from .maxima import (flipped, four_max_key_runs, four_max_value_runs, key_to_float64, lowest_key, magnitude_bits,
+                     max_key_run, max_value_run)
 from .runs import _add_run, _float_row, _float_run, _float_runs4
 from .split_sums import (float64_one_pass, float64_run_two_pass)
 from .store import _finish_sum, compensation_block, finished, store_rounded
