@@ -384,29 +384,27 @@ def _extrema_call(plan, dtype, minimum):
             return KernelCall(("serial_extrema", True), False,
                               (plan.base, plan.dims, plan.kept_ndim, inf_bits, flip), RESULT_DTYPE[dtype], keys=key_dtype)
         if plan.single_run:
-            kept_stride, n_kept, n_reduced, step = _kept_rows(plan)
-            together = (_extrema_rows_together(_float_rows_together(dtype.itemsize, n_kept, n_reduced), n_kept)
-                        if step == 1 else 1)
-            return KernelCall("float_rows_extrema", True,
-                              (plan.base, kept_stride, n_kept, n_reduced, step, together, inf_bits, flip),
+            return KernelCall("float_rows_extrema", True, (plan.base, *_extrema_rows(plan, dtype), inf_bits, flip),
                               RESULT_DTYPE[dtype], keys=key_dtype)
         return None
     if not plan.parallel:
         return KernelCall(("serial_extrema", False), False, (plan.base, plan.dims, plan.kept_ndim, flip), dtype)
     if plan.single_run:
-        kept_stride, n_kept, n_reduced, step = _kept_rows(plan)
-        together = (_extrema_rows_together(_int_rows_together(dtype.itemsize, n_kept, n_reduced), n_kept)
-                    if step == 1 else 1)
-        return KernelCall("int_rows_extrema", True, (plan.base, kept_stride, n_kept, n_reduced, step, together, flip),
-                          dtype)
+        return KernelCall("int_rows_extrema", True, (plan.base, *_extrema_rows(plan, dtype), flip), dtype)
     return None
 
 
-def _extrema_rows_together(together_by_size, n_kept):
-    """How many rows a task of the row extrema kernels reads together: the row sums' choice
-    (``together_by_size``), but one by one where groups of four would leave fewer than FEW_TASKS
-    tasks, too few to spread over the threads (8 rows: two tasks instead of eight)."""
-    return together_by_size if n_kept >= 4 * FEW_TASKS else 1
+def _extrema_rows(plan, dtype):
+    """A single-run plan's rows as the row extrema kernels take them: _kept_rows and how many rows a
+    task reads together. The row sums' choice for the dtype's kind (_float_rows_together,
+    _int_rows_together), but one by one for strided rows, and where groups of four would leave fewer
+    than FEW_TASKS tasks, too few to spread over the threads (8 rows: two tasks instead of eight)."""
+    kept_stride, n_kept, n_reduced, step = _kept_rows(plan)
+    rows_together = _float_rows_together if dtype in FLOAT_BITS else _int_rows_together
+    together = 1
+    if step == 1 and n_kept >= 4 * FEW_TASKS:
+        together = rows_together(dtype.itemsize, n_kept, n_reduced)
+    return kept_stride, n_kept, n_reduced, step, together
 
 
 def _kept_rows(plan):

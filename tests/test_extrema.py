@@ -80,7 +80,7 @@ def test_long_rows_find_their_extremes_in_any_quarter_and_the_rest(dtype, n):
     # position r of the positions below (each end of each quarter, the rest, and some in between)
     # and its smallest at the next one; among floats also a NaN of either sign in every fifth row
     # (each of the four side by side in turn) and zeros of both signs alone in every seventh. Rows
-    # (67: groups of four for 64 rows and more, numred._compute._extrema_rows_together, and 3 over),
+    # (67: groups of four for 64 rows and more, numred._compute._extrema_rows, and 3 over),
     # a whole row (one output) and nine rows over both axes.
     quarter = n // 4
     ends = {j * quarter + d for j in range(1, 5) for d in (-1, 0, 1)}
