@@ -11,12 +11,13 @@
   at the main thread's speed; and it is safe after ``fork`` and under concurrent launches. A layer
   the user chose (``NUMBA_THREADING_LAYER``) is kept.
 - ``run``: a kernel of parts (``numred.kernels.jit.Kernel``) called serially, all its parts
-  ``(0, 1)`` in the calling thread, or launched: ``LAUNCH``, a ``prange`` over the parts that calls
-  the kernel in each through the address of its compiled C entry point (``kernel_address``), so the
-  kernel's code is not compiled again into a parallel variant: the launcher compiles in a fraction
-  of a second per argument types, and releases the GIL, so other Python threads run while a launch
-  computes. Same tasks, same order, the same bits either way. A serial-only kernel (a plain
-  dispatcher) is called as it is.
+  ``(0, 1)`` in the calling thread, or launched: ``LAUNCH`` hands the parts to the threading layer's
+  own ``parallel_for``, which calls the kernel on each through the address of its compiled C entry
+  point (``kernel_address``), so the kernel's code is not compiled again into a parallel variant,
+  and no ``prange`` loop is compiled either: the launcher compiles in about a tenth of a second per
+  argument types, and releases the GIL, so other Python threads run while a launch computes. Same
+  tasks, same order, the same bits either way. A serial-only kernel (a plain dispatcher) is called
+  as it is.
 - Under TBB and OpenMP any number of threads launch at once, with no lock. Numba's workqueue layer
   aborts the process on concurrent launches: there a thread that finds a launch running computes
   its call serially in its own thread instead of waiting.
@@ -35,7 +36,8 @@ import threading
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import prange, types
+from numba import types
+from numba.core import cgutils
 from numba._dispatcher import compute_fingerprint
 from numba.extending import intrinsic
 
@@ -72,10 +74,7 @@ TBB_LIBRARY = load_tbb()
 # ---------------------------------------------------------------------------------------------
 # parallel launches
 # ---------------------------------------------------------------------------------------------
-try:
-    from numba.np.ufunc import parallel as _numba_parallel
-except ImportError:  # moved: numba.get_num_threads() alone
-    _numba_parallel = None
+from numba.np.ufunc import parallel as _numba_parallel
 
 
 def get_num_threads() -> int:
@@ -95,47 +94,115 @@ def get_num_threads() -> int:
 # ---------------------------------------------------------------------------------------------
 # kernels of tasks, and their launches on threads
 # ---------------------------------------------------------------------------------------------
-def _call_part(returns):
-    """An intrinsic ``call(address, part, parts, args)``: the compiled function at ``address`` (a
-    kernel's C entry point, kernel_address), called as ``kernel(part, parts, *args)``; it returns
-    what the kernel returns, ``returns`` (types.none or types.boolean). The call goes through the
-    address, so the launcher's code does not contain the kernel's: it is compiled once per argument
-    types, in a fraction of a second, where linking the kernel in costs its whole optimisation
-    again."""
+_BYTES = ir.IntType(8).as_pointer()
+_I64 = ir.IntType(64)
+
+
+def _parts_on_threads(returns):
+    """An intrinsic ``parts_on_threads(address, parts, args)``: the kernel at ``address`` (its C
+    entry point, kernel_address) called as ``kernel(part, parts, *args)`` for every part, on Numba's
+    threads, through the threading layer's own ``parallel_for`` (the function a ``prange`` loop ends
+    in, ``numba_parallel_for``). The body it runs on each range of parts is a small LLVM function
+    made here, which reads the address, the part count and the arguments from a record on the
+    caller's stack; with ``returns`` == types.boolean it stores each part's answer and returns
+    whether every part returned True. Neither the kernel's code nor a ``prange`` loop is compiled
+    into the launcher: a ``prange`` launcher went through Numba's parallel-loop passes, about three
+    times the compile time of this one (docs/performance.md)."""
 
     @intrinsic
-    def call(typingctx, address, part, parts, args):
+    def parts_on_threads(typingctx, address, parts, args):
         def codegen(context, builder, signature, values):
-            argument_types = [types.int64, types.int64, *args.types]
-            function_type = ir.FunctionType(context.get_value_type(returns),
-                                            [context.get_value_type(t) for t in argument_types])
-            function = builder.inttoptr(values[0], function_type.as_pointer())
-            returned = builder.call(function, [values[1], values[2], *(builder.extract_value(values[3], i)
-                                                                       for i in range(len(args.types)))])
-            return returned if returns == types.boolean else context.get_dummy_value()
+            address, parts, packed = values
+            _numba_parallel._launch_threads()  # (registers the threading layer's symbols)
+            flag = ir.IntType(8)
+            record_type = ir.LiteralStructType([_I64, _I64, context.get_value_type(args), flag.as_pointer()])
+            record = cgutils.alloca_once(builder, record_type)
+            flags = (builder.alloca(flag, size=parts) if returns == types.boolean
+                     else ir.Constant(flag.as_pointer(), None))
+            for field, value in enumerate((address, parts, packed, flags)):
+                builder.store(value, cgutils.gep_inbounds(builder, record, 0, field))
+            record_bytes = builder.bitcast(record, _BYTES)
+            body = _parts_body(context, builder.module, record_type, args, returns)
+            # parallel_for(body, args, dims, steps, data, inner_ndim, array_count, num_threads): one
+            # "array" whose step is 1 byte from the record's address, so that each range's pointer
+            # says where the range starts; it is never read
+            parallel_for = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [_BYTES] * 5 + [_I64] * 3), "numba_parallel_for")
+            start = cgutils.alloca_once_value(builder, record_bytes)
+            dims = cgutils.alloca_once_value(builder, parts)
+            steps = cgutils.alloca_once_value(builder, ir.Constant(_I64, 1))
+            # the calling thread's own thread count, as a prange passes it: the layer sizes its pool
+            # for the launch by it and gives it to every thread that joins (any other count would
+            # become theirs, and the caller's, for later launches)
+            get_num_threads = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(32), []), "get_num_threads")
+            threads = builder.sext(builder.call(get_num_threads, []), _I64)
+            builder.call(parallel_for, [builder.bitcast(body, _BYTES), builder.bitcast(start, _BYTES),
+                                        builder.bitcast(dims, _BYTES), builder.bitcast(steps, _BYTES),
+                                        record_bytes, ir.Constant(_I64, 0), ir.Constant(_I64, 1), threads])
+            if returns != types.boolean:
+                return context.get_dummy_value()
+            decided = cgutils.alloca_once_value(builder, cgutils.true_bit)
+            with cgutils.for_range(builder, parts) as loop:
+                answer = builder.icmp_unsigned("!=", builder.load(builder.gep(flags, [loop.index])), flag(0))
+                builder.store(builder.and_(builder.load(decided), answer), decided)
+            return builder.load(decided)
 
-        return returns(types.int64, types.int64, types.int64, args), codegen
+        return returns(types.int64, types.int64, args), codegen
 
-    return call
+    return parts_on_threads
 
 
-_call_part_none = _call_part(types.none)
-_call_part_boolean = _call_part(types.boolean)
+def _parts_body(context, module, record_type, args, returns):
+    """The LLVM function ``body(starts, dims, steps, record)`` that parallel_for runs on a range of
+    ``dims[0]`` parts from ``starts[0] - record``: the kernel (the record's address) called on each,
+    its answer stored where ``returns`` is types.boolean."""
+    argument_types = [types.int64, types.int64, *args.types]
+    kernel_type = ir.FunctionType(context.get_value_type(returns),
+                                  [context.get_value_type(t) for t in argument_types])
+    body = ir.Function(module, ir.FunctionType(ir.VoidType(), [_BYTES.as_pointer(), _I64.as_pointer(),
+                                                               _I64.as_pointer(), _BYTES]),
+                       name=module.get_unique_name("numred_parts"))
+    body.linkage = "internal"
+    builder = ir.IRBuilder(body.append_basic_block())
+    starts, dims, _, record_bytes = body.args
+    record = builder.bitcast(record_bytes, record_type.as_pointer())
+    first = builder.sub(builder.ptrtoint(builder.load(starts), _I64), builder.ptrtoint(record_bytes, _I64))
+    field = [builder.load(cgutils.gep_inbounds(builder, record, 0, i)) for i in range(4)]
+    kernel = builder.inttoptr(field[0], kernel_type.as_pointer())
+    values = [builder.extract_value(field[2], i) for i in range(len(args.types))]
+    for i, numba_type in enumerate(args.types):
+        # Arrays handed on borrowed, without their memory's reference count (as kernels.base._borrowed
+        # does): the caller holds them until the launch returns, and Numba increments and decrements
+        # the count of an array around every call it is passed to. Those counts are atomic: threads
+        # that pass the same result array to a helper per row fight over its cache line (products over
+        # 1000x1000 rows took 1.2x the time of a launch that passed the arrays borrowed).
+        if isinstance(numba_type, types.Array):
+            array = context.make_array(numba_type)(context, builder, values[i])
+            array.meminfo = ir.Constant(array.meminfo.type, None)
+            values[i] = array._getvalue()
+    with cgutils.for_range(builder, builder.load(dims)) as loop:
+        part = builder.add(first, loop.index)
+        answer = builder.call(kernel, [part, field[1], *values])
+        if returns == types.boolean:
+            builder.store(builder.zext(answer, ir.IntType(8)), builder.gep(field[3], [part]))
+    builder.ret_void()
+    return body
+
+
+_parts_none = _parts_on_threads(types.none)
+_parts_boolean = _parts_on_threads(types.boolean)
 
 
 def _launch(address, parts, *args):
     """The ``parts`` parts of a kernel's tasks on Numba's threads: the calling thread and the others
     take parts as they come (TBB), and each part is the same tasks whichever thread computes it."""
-    for part in prange(parts):
-        _call_part_none(address, np.int64(part), parts, args)
+    _parts_none(address, parts, args)
 
 
 def _launch_all(address, parts, *args):
     """_launch for the kernels that return whether all their outputs were decided: all of them."""
-    decided = np.empty(parts, dtype=np.bool_)
-    for part in prange(parts):
-        decided[part] = _call_part_boolean(address, np.int64(part), parts, args)
-    return decided.all()
+    return _parts_boolean(address, parts, args)
 
 
 _ADDRESSES = {}  # {(dispatcher, argument fingerprints): (C entry point, returns a boolean)}
@@ -151,6 +218,9 @@ def kernel_address(dispatcher, args) -> tuple[int, bool]:
                          for a in args))
     found = _ADDRESSES.get(key)
     if found is None:
+        # the threading layer starts before a launcher is compiled or loaded from the disk cache:
+        # its code calls the layer's parallel_for, a symbol the layer registers when it starts
+        _numba_parallel._launch_threads()
         signature = (types.int64, types.int64, *(numba.typeof(a) for a in args))
         dispatcher.compile(signature)
         compiled = dispatcher.overloads[signature]
@@ -226,5 +296,5 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-LAUNCH = entry(_launch, parallel=True)
-LAUNCH_ALL = entry(_launch_all, parallel=True)
+LAUNCH = entry(_launch, nogil=True)
+LAUNCH_ALL = entry(_launch_all, nogil=True)

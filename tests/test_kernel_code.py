@@ -45,8 +45,8 @@ def test_every_kernel_function_states_its_fastmath_flags():
 def test_a_kernel_is_compiled_once_for_serial_calls_and_launches(monkeypatch):
     # A parallel-size call launches its kernel on threads; the same call made serially (as a small
     # input, or a forked child of a parent that launched on OpenMP, makes it) runs the same compiled
-    # function: no new signature, and no parallel=True copy of any kernel. The launcher is the only
-    # parallel function.
+    # function: no new signature, and no parallel=True copy of any kernel. Nothing is compiled with
+    # parallel=True at all: the launcher calls the threading layer's parallel_for itself.
     from numred import _launch, _runtime, kernels
 
     launched_kernels = []
@@ -68,7 +68,7 @@ def test_a_kernel_is_compiled_once_for_serial_calls_and_launches(monkeypatch):
     assert {d: len(d.signatures) for d in launched_kernels} == signatures
     assert launched.tobytes() == serial.tobytes() and np.array_equal(launched, expected)
     assert [name for name, d in kernels.catalogue().items() if d.targetoptions.get("parallel")] == []
-    assert _runtime.LAUNCH.targetoptions.get("parallel") and _runtime.LAUNCH.signatures
+    assert _runtime.LAUNCH.signatures and not _runtime.LAUNCH.targetoptions.get("parallel")
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
@@ -43,11 +44,35 @@ def test_launches_release_the_gil_and_serial_calls_keep_it():
     # (a small input's kernel takes about as long as handing the GIL to another thread and back)
     kernels = list(table.KERNELS.values()) + [rows.float_rows(mode, rows.ROWS_GENERAL) for mode in (0, 1)]
     assert kernels
-    for launcher in (_runtime.LAUNCH, _runtime.LAUNCH_ALL):
-        assert launcher.targetoptions.get("nogil") is True and launcher.targetoptions.get("parallel")
+    for launcher in (_runtime.LAUNCH, _runtime.LAUNCH_ALL):  # (parallel_for itself: no prange, no parfor)
+        assert launcher.targetoptions.get("nogil") is True and not launcher.targetoptions.get("parallel")
     for kernel in kernels:
         assert not kernel.dispatcher.targetoptions.get("nogil"), kernel.dispatcher.py_func.__qualname__
         assert not kernel.dispatcher.targetoptions.get("parallel"), kernel.dispatcher.py_func.__qualname__
+
+
+@numba.njit
+def _part_recorder(part, parts, calls, seen_parts, refused):
+    # (a kernel of parts: counts its calls per part, and answers False for the part it is told to)
+    calls[part] += 1
+    seen_parts[part] = parts
+    return part != refused
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 5, 8, 64])
+def test_a_launch_calls_every_part_once_and_gathers_their_answers(parts):
+    # The launchers call the threading layer's parallel_for with a body made in LLVM
+    # (_runtime._parts_on_threads): each part must run once, with the part count, and LAUNCH_ALL
+    # must answer whether every part answered True, whichever part refuses. More parts than threads
+    # leave the thread count as it was (the layer gives its count to every thread of the launch).
+    threads = numba.get_num_threads()
+    for refused in (-1, 0, parts - 1, parts // 2):
+        calls, seen = np.zeros(parts, np.int64), np.zeros(parts, np.int64)
+        address, returns = _runtime.kernel_address(_part_recorder, (calls, seen, refused))
+        assert returns
+        assert _runtime.LAUNCH_ALL(address, parts, calls, seen, refused) is (refused < 0)
+        assert calls.tolist() == [1] * parts and seen.tolist() == [parts] * parts
+    assert numba.get_num_threads() == threads
 
 
 def test_another_thread_runs_while_a_kernel_computes():
