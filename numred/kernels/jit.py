@@ -186,7 +186,7 @@ def renamed_copy(fn, suffix: str):
     return fn_copy
 
 
-def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options):
+def entry(fn=None, *, name: str | None = None, **options):
     """``njit(cache=True)`` for a function called from Python; usable as ``@entry`` or ``entry(fn, ...)``.
 
     ``name`` replaces the ``__qualname__`` of a closure that one factory makes in several variants.
@@ -196,19 +196,20 @@ def entry(fn=None, *, parallel: bool = False, name: str | None = None, **options
     (numba#10486). Seen here: after a log-sum-exp call, float means of 3x2x2 returned the
     log-sum-exp's -inf, with a cache filled by several test processes."""
     if fn is None:
-        return lambda f: entry(f, parallel=parallel, name=name, **options)
+        return lambda f: entry(f, name=name, **options)
     options.setdefault("fastmath", False)  # stated, as for every function in numred.kernels
-    # The launchers (an input of _compute.THREADED_MIN_ELEMENTS or more) release the GIL: other
-    # Python threads run while a launch computes. A kernel called from Python, on a small input, keeps
-    # it: its work takes about as long as handing the GIL to another thread and back, so releasing it
-    # slowed threads that call small inputs (docs/performance.md, "Busy machines and threads").
-    options.setdefault("nogil", parallel)
+    # Only the launchers (an input of _compute.THREADED_MIN_ELEMENTS or more) release the GIL
+    # (nogil=True): other Python threads run while a launch computes. A kernel called from Python, on
+    # a small input, keeps it: its work takes about as long as handing the GIL to another thread and
+    # back, so releasing it slowed threads that call small inputs (docs/performance.md, "Busy
+    # machines and threads").
+    options.setdefault("nogil", False)
     if name is not None:
         fn.__qualname__ = name
     try:
-        dispatcher = njit(fn, cache=True, parallel=parallel, **options)
+        dispatcher = njit(fn, cache=True, **options)
     except RuntimeError:  # "no locator available": nothing writable anywhere, compile in memory
-        return njit(fn, parallel=parallel, **options)
+        return njit(fn, **options)
     if _LockedSaveCache is not None and type(getattr(dispatcher, "_cache", None)) is _LockedSaveCache.__base__:
         dispatcher._cache = _LockedSaveCache(dispatcher.py_func)
     return dispatcher
