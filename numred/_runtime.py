@@ -34,11 +34,10 @@ import sys
 import threading
 
 import numba
-import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba._dispatcher import compute_fingerprint
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .kernels.jit import Kernel, entry
