@@ -90,13 +90,19 @@ def _borrowed(typingctx, array):
     is to store into it (int_rows then wrote nothing)."""
 
     def codegen(context, builder, signature, args):
-        borrowed = context.make_array(signature.args[0])(context, builder, args[0])
-        borrowed.meminfo = ir.Constant(borrowed.meminfo.type, None)
-        return borrowed._getvalue()
+        return borrowed_array(context, builder, signature.args[0], args[0])
 
     if not isinstance(array, types.Array):
         return None
     return array(array), codegen
+
+
+def borrowed_array(context, builder, array_type, value):
+    """The LLVM value of the array ``value`` (of Numba type ``array_type``) without its memory's
+    reference count (_borrowed's code; numred._runtime's launchers hand arrays on so)."""
+    borrowed = context.make_array(array_type)(context, builder, value)
+    borrowed.meminfo = ir.Constant(borrowed.meminfo.type, None)
+    return borrowed._getvalue()
 
 
 def _bitcast(source, target):
