@@ -131,7 +131,8 @@ def test_rows_of_one_sign_find_their_extremes(dtype, n):
     # values only likewise, and a NaN's sign bit may be set. Rows of negative values only, positive
     # only, and zeros of one sign (sign 0: -0.0), each with a NaN or an infinity of either sign or a
     # zero of the other sign planted, or none; rows (an even and an odd count; and 85 rows, row i of
-    # kind i % 17, so that read four side by side each kind takes each of the four places), and each
+    # kind (i % 17) % 16: 17 is 1 modulo 4, so that read four side by side each of the 16 kinds
+    # takes each of the four places), and each
     # kind of row over all axes of three copies (the general kernel's chunks, long runs read in
     # quarters).
     rng = np.random.default_rng(23)
