@@ -3,7 +3,8 @@
 No data is copied: the kernels read the input where it lies, through a 1-D view of the memory it
 spans. Size-1 axes are dropped, adjacent axes whose strides allow it are merged (onnxruntime's
 FastReduceKind idea), and reduced axes are reordered so that the innermost one has the smallest
-stride: the order of the reduced elements does not change the result beyond rounding.
+non-zero stride (a broadcast axis, of stride 0, outermost): the order of the reduced elements does
+not change the result beyond rounding.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def _merge(dims):
 def _dims(shape, strides, reduced_axes):
     """(base, span, kept dims, reduced dims) of a geometry in elements: the dims as (length, stride)
     pairs, axes of length 1 left out, reversed reduced axes walked forwards from ``base``, reduced
-    dims by decreasing stride, and neighbours that are one contiguous run merged."""
+    dims by decreasing stride (stride 0 first), and neighbours that are one contiguous run merged."""
     # the view's lowest address: the last element of every reversed axis
     base = sum((n - 1) * -s for n, s in zip(shape, strides) if s < 0)
     span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides))
@@ -105,7 +106,9 @@ def _dims(shape, strides, reduced_axes):
             base += (n - 1) * s
             s = -s
         reduced_dims.append((n, s))
-    reduced_dims.sort(key=lambda d: -d[1])
+    # broadcast axes (stride 0) outermost: innermost, their runs would read one element over and over,
+    # too slowly to vectorise, where the smallest non-zero stride makes runs that read memory in order
+    reduced_dims.sort(key=lambda d: (d[1] != 0, -d[1]))
     return base, span, _merge(kept_dims) or [(1, 0)], _merge(reduced_dims) or [(1, 0)]
 
 

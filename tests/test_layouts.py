@@ -147,6 +147,23 @@ def test_large_views_match_contiguous_oracle():
                 oracle.assert_float_close(got, e, np.float32, ulps=1, abs_tol=tol, context=f"{opname} {name} {axes}")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint64])
+def test_broadcast_axes_are_read_outermost_and_count_every_element(dtype):
+    # A reduced axis of stride 0 (np.broadcast_to) goes outermost in the plan, the row's own axis
+    # innermost: the other way round each run read one element over and over, which does not
+    # vectorise (docs/performance.md, "Broadcast views").
+    from numred._plan import make_plan
+
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 1001, 301)
+    row = (values / 8 if np.dtype(dtype).kind == "f" else values).astype(dtype)
+    for x in (np.broadcast_to(row, (40, 301)), np.broadcast_to(row[:, None], (301, 40))):
+        plan, _ = make_plan(x, (0, 1))
+        assert plan.dims[-1] == 1 and plan.n_reduced == x.size, plan  # the row, innermost
+        for op in OP_NAMES:
+            assert_matches(getattr(numred, op)(x), expected(op, x), f"{x.shape} {x.strides}")
+
+
 # ---- rows ----------------------------------------------------------------------------------------
 
 
