@@ -366,8 +366,8 @@ print("serial", digest())
 def test_float_bits_do_not_depend_on_the_thread_count():
     # One process of 8 threads, limited to 1, 2, 3, 4 and 8 in turn: numred reads the count only
     # through numba.get_num_threads (numred._runtime), which numba.set_num_threads sets as
-    # NUMBA_NUM_THREADS does. (A process per count took twice as long: each imports numred, loads
-    # the kernels and makes the inputs again.)
+    # NUMBA_NUM_THREADS does. One process, not one per count: each would import numred, load the
+    # kernels and make the inputs again.
     lines = run_python(BITS_SCRIPT, env={"NUMBA_NUM_THREADS": "8"}).splitlines()
     digests = dict(line.split() for line in lines[-6:])
     assert list(digests) == ["1", "2", "3", "4", "8", "serial"], lines
