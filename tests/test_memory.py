@@ -319,11 +319,15 @@ _MEM_SCRIPT = _PEAK_PRELUDE + """
 
 opname, out_path, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 f = getattr(numred, opname)
-for shape in ((4, 6), (256, 384)):  # warm: serial and parallel kernels, both layouts, every call form
-    w = np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
+# warm: serial and parallel kernels, both layouts, every call form; and the measured shape itself,
+# as zeros that hold no memory until written (calloc's pages), so that no measured call loads a
+# kernel of its own plan: a kernel loaded or compiled inside a measured call adds Numba's memory,
+# not the call's, to that call's peak
+warm = [np.random.default_rng(1).standard_normal(shape, dtype=np.float32) for shape in ((4, 6), (256, 384))]
+for w in warm + [np.zeros((8192, 8192), dtype=np.float32)]:
     for layout, axes, kd in calls:
         f(w if layout == "C" else w.T, axes, keepdims=kd, noop_with_empty_axes=0)
-del w
+del w, warm
 report = {"peak_after_warm": peak_kib(), "reset": reset_peak()}
 report["peak_before_input"] = peak_kib()
 x = np.random.default_rng(0).standard_normal((8192, 8192), dtype=np.float32)
