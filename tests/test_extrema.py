@@ -41,10 +41,11 @@ def test_int8_and_uint8_max_and_min_on_every_layout_family(dtype):
                                    np.int8])
 def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis):
     # The maxima of wide tiles are taken eight (wide) rows per pass, then four, then one by one
-    # (kernels.general._max_keys_for); short contiguous rows in one stream. Output j gets the largest value at reduced position j and the
-    # smallest at the next one, so every slot of every pass holds some output's extremes; among floats
-    # also a NaN of either sign in every fifth output, and in every seventh one zeros of both signs
-    # only, the +0.0 (the max) or the -0.0 (the min) at position j alone.
+    # (kernels.general._max_keys_for); short contiguous rows in one stream. Output j gets the
+    # largest value at reduced position j and the smallest at the next one, so every slot of every
+    # pass holds some output's extremes; among floats also a NaN of either sign in every fifth
+    # output, and in every seventh one zeros of both signs only, the +0.0 (the max) or the -0.0 (the
+    # min) at position j alone.
     n = shape[axis]
     n_out = math.prod(shape) // n
     rng = np.random.default_rng(5)
@@ -76,7 +77,8 @@ def test_maxima_of_tiles_and_rows_find_every_planted_extreme(dtype, shape, axis)
 def test_long_rows_find_their_extremes_in_any_quarter_and_the_rest(dtype, n):
     # A long contiguous run of the general kernel is read as four quarters side by side, then the
     # 0-3 elements after them (kernels.maxima.max_run); contiguous rows four at a time, side by side
-    # (maxima.four_max_key_runs), the last 1-3 rows one by one. Row r holds its largest value at
+    # (maxima.four_max_key_runs), the last 1-3 rows one by one, each long one in quarters as well
+    # (kernels.rows.float_rows_extrema; where reading.QUARTER_LONG_RUNS). Row r holds its largest value at
     # position r of the positions below (each end of each quarter, the rest, and some in between)
     # and its smallest at the next one; among floats also a NaN of either sign in every fifth row
     # (each of the four side by side in turn) and zeros of both signs alone in every seventh. Rows
@@ -114,6 +116,13 @@ def test_long_rows_find_their_extremes_in_any_quarter_and_the_rest(dtype, n):
             data = plain.copy()
             data[-1, -1] = last
             assert_matches(getattr(numred, op)(data), expected(op, data))
+        # one row alone (a whole input's one output: the row kernels read it as four quarters side
+        # by side, then its last 0-3 elements), its extreme at each end of each quarter in turn
+        for p in sorted(p for p in ends | {n - 1} if p < n):
+            for extreme in (top, bottom, np.nan) if floats else (top, bottom):
+                data = plain[0].copy()
+                data[p] = extreme
+                assert_matches(getattr(numred, op)(data), expected(op, data), f"at {p}")
 
 
 ONE_SIGN_ROWS = (

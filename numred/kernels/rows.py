@@ -16,6 +16,7 @@ from .columns import _fold
 from .decode import as_float64, as_wide
 from .integers import (INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
                        _int_runs4, _term_run, isqrt64, squares_and_largest_run)
+from .reading import QUARTER_LONG_RUNS, STREAMS_MIN_RUN
 from .maxima import (flipped, four_max_key_runs, four_max_value_runs, key_to_float64, lowest_key, magnitude_bits,
                      max_key_run, max_value_run)
 from .runs import _add_run, _float_row, _float_run, _float_runs4
@@ -375,9 +376,12 @@ def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_redu
     """The max (with ``flip`` -1 the min, maxima.flipped) of each row of float data, stored in
     ``result`` (the input's carrier dtype; exact); NaN where a row holds one. ``keys`` is src's
     memory as signed integers. A task is ``together`` rows: 4, contiguous rows read side by side
-    (maxima.four_max_key_runs), or 1, as numred._compute._rows_together says. It spares rows the
-    general max kernel's per-output set-up and finishing pass, and a first call compiles much less
-    code."""
+    (maxima.four_max_key_runs), or 1, as numred._compute._rows_together says. A long contiguous row
+    read alone (fewer than four left, or rows one by one) is read as its four quarters side by side
+    through the same function where one stream per thread leaves part of the read bandwidth unused
+    (kernels.reading.QUARTER_LONG_RUNS), as the general max kernel reads a long run: a reduction over
+    all of a contiguous input is one such row. It spares rows the general max kernel's per-output
+    set-up and finishing pass, and a first call compiles much less code."""
     src, keys = _borrowed(src), _borrowed(keys)
     carrier = src[:0]
     first_task, end_task = share(-(-n_kept // together), part, parts)
@@ -392,7 +396,15 @@ def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_redu
             else:
                 origin = base + k * kept_stride
                 lowest = lowest_key(keys[origin])
-                best, top_magnitude = max_key_run(keys, origin, n_reduced, step, lowest, magnitude_bits(lowest), flip)
+                best, top_magnitude = lowest, magnitude_bits(lowest)
+                offset, n = origin, n_reduced
+                if QUARTER_LONG_RUNS and step == 1 and n >= 2 * STREAMS_MIN_RUN:  # (a row read alone: above)
+                    quarter = n // 4
+                    quarters = four_max_key_runs(keys, origin, quarter, quarter, flip)
+                    for j in range(4):
+                        best, top_magnitude = max(best, quarters[j][0]), max(top_magnitude, quarters[j][1])
+                    offset, n = origin + 4 * quarter, n - 4 * quarter
+                best, top_magnitude = max_key_run(keys, offset, n, step, best, top_magnitude, flip)
             value = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(flipped(best, flip)), carrier)
             store_rounded(result, k, value)
 
@@ -412,8 +424,15 @@ def int_rows_extrema(part, parts, src, base, kept_stride, n_kept, n_reduced, ste
                 best = runs[k - k0][0]
             else:
                 origin = base + k * kept_stride
-                lowest = lowest_key(src[origin])
-                best = max_value_run(src, origin, n_reduced, step, lowest, lowest, flip)[0]
+                best = lowest_key(src[origin])
+                offset, n = origin, n_reduced
+                if QUARTER_LONG_RUNS and step == 1 and n >= 2 * STREAMS_MIN_RUN:  # (as float_rows_extrema)
+                    quarter = n // 4
+                    quarters = four_max_value_runs(src, origin, quarter, quarter, flip)
+                    for j in range(4):
+                        best = max(best, quarters[j][0])
+                    offset, n = origin + 4 * quarter, n - 4 * quarter
+                best = max_value_run(src, offset, n, step, best, best, flip)[0]
             result[k] = flipped(best, flip)
 
 
