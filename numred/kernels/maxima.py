@@ -163,9 +163,10 @@ four_max_key_runs = _four_max_runs_for(True)
 four_max_value_runs = _four_max_runs_for(False)
 
 
-# The row kernels read each row in one stream, whatever its length (four rows side by side through
-# four_max_key_runs, where they are read together): with the long runs' function beside their
-# loop, they read float16 rows from memory slower (docs/changes.md).
+# The row kernels' runs, each read in one stream: the row kernels read four rows side by side
+# through four_max_key_runs, and a long row they take alone as its four quarters through the same
+# function (kernels.rows.float_rows_extrema), where QUARTER_LONG_RUNS; with the long runs' function
+# inside this loop instead (long_runs), they read float16 rows from memory slower (docs/changes.md).
 max_key_run = _max_run_for(True, long_runs=False)
 max_value_run = _max_run_for(False, long_runs=False)
 
