@@ -18,9 +18,11 @@ high-water mark into the process's maxrss), so under a large pytest process it h
 it is recorded in the reports for reference, and used only where /proc is missing. Each interpreter
 writes its results to a file; the values are checked here against the exact expectations.
 
-The huge calls read 2**32 elements each (a zero-stride view is still read element by element):
-about 1.5-4 s each for mean and sum of squares and 8 s for a float log-sum-exp on 2 cores, so the
-list below is kept short, one subprocess for all of them.
+The huge calls read 2**32 elements each, a view being read element by element. A broadcast row is
+read in memory order, about 0.2-0.3 s a call on 2 cores; one value broadcast over every axis (every
+reduced axis of stride 0) is one element read over and over, about 5 s a call. So one case is of
+that kind, and the other huge constants are rows filled with the constant ("fill"): the same
+values, the same counts and the same exact results, read as rows. One subprocess runs them all.
 
 The exact paths (numred._exact: ReduceL2 beyond 2**64 or beyond float64's range) are checked in
 this process with tracemalloc, which sees NumPy's allocations.
@@ -116,19 +118,21 @@ def _rows():
     }
 
 
-# id: (op, dtype, source, shape, axes, keepdims); source is ("const", value) or ("row", row name)
+# id: (op, dtype, source, shape, axes, keepdims); source is ("const", value): one value broadcast
+# over every axis; ("fill", value): a row filled with one value, broadcast down the first axis; or
+# ("row", row name)
 HUGE_CASES = {
     "f32-const-1.5-mean-all-keepdims": ("reduce_mean", "float32", ("const", 1.5), (A, A), None, 1),
-    "f32-const-1.5-ssq-axis0": ("reduce_sum_square", "float32", ("const", 1.5), (A, B), 0, 0),
-    "f32-const-1.5-lse-all": ("reduce_log_sum_exp", "float32", ("const", 1.5), (A, A), None, 0),
+    "f32-fill-1.5-ssq-axis0": ("reduce_sum_square", "float32", ("fill", 1.5), (A, B), 0, 0),
+    "f32-fill-1.5-lse-all": ("reduce_log_sum_exp", "float32", ("fill", 1.5), (A, A), None, 0),
     "f32-row-mean-axis1-keepdims": ("reduce_mean", "float32", ("row", "f32-grid"), (B, A), 1, 1),
     "f32-row-ssq-all": ("reduce_sum_square", "float32", ("row", "f32-grid"), (A, A), None, 0),
-    "i32-const-max-mean-all": ("reduce_mean", "int32", ("const", I32MAX), (A, A), None, 0),
-    "i32-const-neg-ssq-all-keepdims": ("reduce_sum_square", "int32", ("const", -46341), (B, B), None, 1),
+    "i32-fill-max-mean-all": ("reduce_mean", "int32", ("fill", I32MAX), (A, A), None, 0),
+    "i32-fill-neg-ssq-all-keepdims": ("reduce_sum_square", "int32", ("fill", -46341), (B, B), None, 1),
     "i32-row-neg-mean-all-keepdims": ("reduce_mean", "int32", ("row", "i32-neg"), (B, B), None, 1),
     "i64-row-top-mean-all": ("reduce_mean", "int64", ("row", "i64-top"), (A, A), None, 0),
     "i64-row-bottom-ssq-axis0-keepdims": ("reduce_sum_square", "int64", ("row", "i64-bottom"), (A, A), 0, 1),
-    "u64-const-max-mean-axis1-keepdims": ("reduce_mean", "uint64", ("const", U64MAX), (B, A), 1, 1),
+    "u64-fill-max-mean-axis1-keepdims": ("reduce_mean", "uint64", ("fill", U64MAX), (B, A), 1, 1),
 }
 
 
@@ -141,7 +145,7 @@ def huge_expected(case):
         tuple(n for a, n in enumerate(shape) if a not in red)
     is_int = np.dtype(dtype).kind in "iu"
     num = int if is_int else Fraction
-    if kind == "const":
+    if kind in ("const", "fill"):
         c = num(src)
         row = None
     else:
@@ -209,6 +213,8 @@ def view(case, shape):
     kind, src = case["source"]
     if kind == "const":
         return np.broadcast_to(np.dtype(case["dtype"]).type(src), shape)
+    if kind == "fill":
+        return np.broadcast_to(np.full(shape[1], src, dtype=case["dtype"]), shape)
     return np.broadcast_to(rows[src][: shape[1]], shape)
 
 report = {"ru_maxrss_import": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "cases": {}}
@@ -298,11 +304,11 @@ def test_huge_broadcast_exact_and_not_materialised(huge_report, cid):
 @pytest.mark.slow
 def test_huge_expectations_on_hand_values():
     # the closed forms, checked once by hand
-    assert huge_expected(HUGE_CASES["f32-const-1.5-ssq-axis0"])[1][:1] == [Fraction(9, 4) * A]
-    assert huge_expected(HUGE_CASES["i32-const-neg-ssq-all-keepdims"])[1] == [wrap(B * B * 46341**2, np.int32)]
+    assert huge_expected(HUGE_CASES["f32-fill-1.5-ssq-axis0"])[1][:1] == [Fraction(9, 4) * A]
+    assert huge_expected(HUGE_CASES["i32-fill-neg-ssq-all-keepdims"])[1] == [wrap(B * B * 46341**2, np.int32)]
     assert wrap(2**31, np.int32) == -(2**31) and wrap(-1, np.uint32) == 2**32 - 1
-    assert huge_expected(HUGE_CASES["u64-const-max-mean-axis1-keepdims"])[0] == (B, 1)
-    lse = huge_expected(HUGE_CASES["f32-const-1.5-lse-all"])[1][0]
+    assert huge_expected(HUGE_CASES["u64-fill-max-mean-axis1-keepdims"])[0] == (B, 1)
+    lse = huge_expected(HUGE_CASES["f32-fill-1.5-lse-all"])[1][0]
     assert abs(float(lse) - (1.5 + 32 * math.log(2))) < 1e-14
 
 
