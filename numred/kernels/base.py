@@ -124,7 +124,10 @@ _float64_to_bits = _bitcast(types.float64, types.int64)
 _float32_to_bits = _bitcast(types.float32, types.uint32)
 
 
-@njit(fastmath=False)
+# The walk's helpers below are inlined into their callers' IR (Numba's inline="always"), not compiled
+# as functions of their own: each function compiled on its own costs a first call about 0.1 s,
+# however small, and every kernel calls six or seven of these (docs/performance.md, "Cold start").
+@njit(fastmath=False, inline="always")
 def _offset_of(index, shape, strides):
     """Element offset of the C-order flat ``index`` (< prod(shape)) into a block of dimensions
     (shape, strides). The outermost dimension needs no modulo: with one dimension, no division."""
@@ -137,7 +140,7 @@ def _offset_of(index, shape, strides):
     return offset + index * strides[0]
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")
 def _next_run(pos, end, rshape, rstrides):
     """(offset, length) of the run of reduced positions [pos, end) that lies along the innermost
     reduced axis: the unit the kernels' inner loops take. Divisions only for 2+ reduced axes (they are
@@ -148,7 +151,7 @@ def _next_run(pos, end, rshape, rstrides):
     return _offset_of(pos, rshape, rstrides), min(run_length - pos % run_length, end - pos)
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")
 def _product(values):
     """The product of an int64 array's entries: np.prod, whose generic overload costs a first call's
     compile more than this loop."""
@@ -158,7 +161,7 @@ def _product(values):
     return product
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")
 def _walker(dims, kept_ndim):
     """What every kernel that walks a general geometry starts from, out of the plan's one dims array:
     (kept shape, kept strides, reduced shape, reduced strides, elements reduced per output, the
@@ -169,7 +172,7 @@ def _walker(dims, kept_ndim):
     return dims[:kept_ndim], dims[kept_ndim:r0], rshape, rstrides, _product(rshape), rstrides[-1]
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")
 def share(n_tasks, part, parts):
     """The tasks [first, end) of part ``part`` of ``parts`` of a kernel's ``n_tasks`` tasks: every kernel
     Python calls takes (part, parts) first, computes those tasks, and is compiled once, for a serial
@@ -177,13 +180,13 @@ def share(n_tasks, part, parts):
     return n_tasks * part // parts, n_tasks * (part + 1) // parts
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")
 def _n_tasks(kshape, tile, nchunks):
     rows = _product(kshape) // kshape[-1]
     return rows * ((kshape[-1] + tile - 1) // tile) * nchunks
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")
 def _task(task, kshape, tile, nchunks, nr):
     """One task: ``width`` consecutive outputs from flat output index ``k0`` along the innermost kept
     dimension (a tile), over reduced positions [first, end) (a chunk). The common cases (one chunk,

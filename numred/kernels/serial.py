@@ -43,13 +43,6 @@ from .maxima import flipped, key_to_float64, lowest_key, magnitude_bits, short_m
 from .states import add_compensated, compensated_value
 from .store import finished, store_rounded
 
-# The walk's helpers, inlined into these kernels' own IR (Numba's inline="always") rather than
-# compiled as functions of their own: a small input's first call compiles fewer functions, so it
-# starts sooner from an empty cache. Not in the launched kernels: inlined everywhere, precompiling
-# took longer (their parallel variants' loop passes then worked on the larger IR).
-_n_tasks, _next_run, _offset_of, _task, _walker = map(inlined, (_n_tasks, _next_run, _offset_of, _task, _walker))
-
-
 
 @inlined
 @njit(fastmath=False)
