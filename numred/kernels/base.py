@@ -126,7 +126,9 @@ _float32_to_bits = _bitcast(types.float32, types.uint32)
 
 # The walk's helpers below are inlined into their callers' IR (Numba's inline="always"), not compiled
 # as functions of their own: each function compiled on its own costs a first call about 0.1 s,
-# however small, and every kernel calls six or seven of these (docs/performance.md, "Cold start").
+# however small, and a kernel that walks a general geometry calls six or seven of these
+# (docs/changes.md, "The geometry walk inlined everywhere"). They do integer arithmetic only, so
+# the caller's fastmath flags, which they take inlined, change nothing.
 @njit(fastmath=False, inline="always")
 def _offset_of(index, shape, strides):
     """Element offset of the C-order flat ``index`` (< prod(shape)) into a block of dimensions
