@@ -61,35 +61,47 @@ def norm_axes(axes, ndim):
     return tuple(range(ndim)) if axes is None else tuple(a % ndim for a in axes)
 
 
-def float_expected(opname, x, axes, exact_sums: bool, x64=None):
+def float_expected(opname, x, axes, exact_sums: bool, x64=None, memo=None):
     """(expected float64 values with keepdims=1, extra absolute tolerance); ``x64``: x as float64, if
-    the caller has it already (a test calling this for every op converts x once)."""
+    the caller has it already (a test calling this for every op converts x once); ``memo``: a dict
+    the caller keeps for one x across operators and axes, holding |x|, x * x and their sums once."""
     t = norm_axes(axes, x.ndim)
     n = math.prod(x.shape[a] for a in t)
     x64 = x.astype(np.float64) if x64 is None else x64
+    memo = {} if memo is None else memo
+
+    def once(key, compute):
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
+    def total(of):  # the float64 sum over t of x, |x| or x * x (of: "x", "abs", "squares")
+        terms = {"x": lambda: x64, "abs": lambda: np.abs(x64), "squares": lambda: x64 * x64}[of]
+        return once((of, t), lambda: np.sum(once(of, terms), axis=t, keepdims=True))
+
     if opname in ("reduce_mean", "reduce_sum"):
         divisor = n if opname == "reduce_mean" else 1
-        e = np.sum(x64, axis=t, keepdims=True) / divisor
-        s_abs = np.sum(np.abs(x64), axis=t, keepdims=True) / divisor
+        e = total("x") / divisor
+        s_abs = total("abs") / divisor
         tol = 0.0 if exact_sums else (2 * n + 64) * U * s_abs
         return e, tol
     if opname == "reduce_sum_square":
-        e = np.sum(x64 * x64, axis=t, keepdims=True)
+        e = total("squares")
         tol = 0.0 if exact_sums else (2 * n + 64) * U * e
         return e, tol
     if opname in ("reduce_max", "reduce_min"):  # exact
         return (np.max if opname == "reduce_max" else np.min)(x64, axis=t, keepdims=True), 0.0
     if opname == "reduce_l1":
-        e = np.sum(np.abs(x64), axis=t, keepdims=True)
+        e = total("abs")
         return e, 0.0 if exact_sums else (2 * n + 64) * U * e
     if opname == "reduce_l2":
-        e = np.sqrt(np.sum(x64 * x64, axis=t, keepdims=True))
+        e = np.sqrt(total("squares"))
         return e, 0.0 if exact_sums else (2 * n + 64) * U * e
     if opname == "reduce_log_sum":  # NaN where the sum is negative
-        s = np.sum(x64, axis=t, keepdims=True)
+        s = total("x")
         with np.errstate(invalid="ignore", divide="ignore"):
             e = np.log(s)
-            tol = 0.0 if exact_sums else (2 * n + 64) * U * np.sum(np.abs(x64), axis=t, keepdims=True) / np.abs(s)
+            tol = 0.0 if exact_sums else (2 * n + 64) * U * total("abs") / np.abs(s)
         return e, np.where(np.isfinite(tol), tol, 0.0)
     m = np.max(x64, axis=t, keepdims=True)
     s = np.sum(np.exp(x64 - m), axis=t, keepdims=True)
