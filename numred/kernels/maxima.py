@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
@@ -114,6 +114,19 @@ def _four_max_runs_for(float_bits):
     return four_max_runs
 
 
+@njit(fastmath=False, inline="always")  # integer maxima only: the caller's fastmath flags change nothing
+def max_of_quarters(four_runs, src, offset, n, best, top_magnitude, flip):
+    """A contiguous run of ``n`` elements from ``offset`` read as its four quarters side by side by
+    ``four_runs`` (a _four_max_runs_for function) and folded into ``best`` and ``top_magnitude`` (as
+    max_run keeps them): (offset, n, best, top_magnitude), the offset and count of the last 0-3
+    elements, which the caller reads itself."""
+    quarter = n // 4
+    quarters = four_runs(src, offset, quarter, quarter, flip)
+    for j in range(4):
+        best, top_magnitude = max(best, quarters[j][0]), max(top_magnitude, quarters[j][1])
+    return offset + 4 * quarter, n - 4 * quarter, best, top_magnitude
+
+
 @functools.cache
 def _max_run_for(float_bits, long_runs=True):
     """max_run(src, offset, n, step, best, top_magnitude, flip) -> (best, top_magnitude), updated with
@@ -131,13 +144,9 @@ def _max_run_for(float_bits, long_runs=True):
         # A contiguous run is read through a view: indexing src[offset + i] keeps a negative-index
         # check per element, and the loop is not vectorised.
         if step == 1:
-            if long_runs and n >= 2 * STREAMS_MIN_RUN:
-                quarter = n // 4
-                quarters = four_max_runs(src, offset, quarter, quarter, flip)
-                for j in range(4):
-                    best, top_magnitude = max(best, quarters[j][0]), max(top_magnitude, quarters[j][1])
-                offset += 4 * quarter  # (the last 0-3 elements, below)
-                n -= 4 * quarter
+            if long_runs and n >= 2 * STREAMS_MIN_RUN:  # (the last 0-3 elements, below)
+                offset, n, best, top_magnitude = max_of_quarters(four_max_runs, src, offset, n, best,
+                                                                 top_magnitude, flip)
             run = _view(src, offset, offset + n)
             if float_bits:
                 for i in range(n):

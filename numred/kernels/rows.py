@@ -18,7 +18,7 @@ from .integers import (INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _in
                        _int_runs4, _term_run, isqrt64, squares_and_largest_run)
 from .reading import QUARTER_LONG_RUNS, STREAMS_MIN_RUN
 from .maxima import (flipped, four_max_key_runs, four_max_value_runs, key_to_float64, lowest_key, magnitude_bits,
-                     max_key_run, max_value_run)
+                     max_key_run, max_of_quarters, max_value_run)
 from .runs import _add_run, _float_row, _float_run, _float_runs4
 from .split_sums import (float64_one_pass, float64_run_two_pass)
 from .store import _finish_sum, compensation_block, finished, store_rounded
@@ -399,11 +399,8 @@ def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_redu
                 best, top_magnitude = lowest, magnitude_bits(lowest)
                 offset, n = origin, n_reduced
                 if QUARTER_LONG_RUNS and step == 1 and n >= 2 * STREAMS_MIN_RUN:  # (a row read alone: above)
-                    quarter = n // 4
-                    quarters = four_max_key_runs(keys, origin, quarter, quarter, flip)
-                    for j in range(4):
-                        best, top_magnitude = max(best, quarters[j][0]), max(top_magnitude, quarters[j][1])
-                    offset, n = origin + 4 * quarter, n - 4 * quarter
+                    offset, n, best, top_magnitude = max_of_quarters(four_max_key_runs, keys, offset, n, best,
+                                                                     top_magnitude, flip)
                 best, top_magnitude = max_key_run(keys, offset, n, step, best, top_magnitude, flip)
             value = np.nan if top_magnitude > inf_bits else key_to_float64(as_wide(flipped(best, flip)), carrier)
             store_rounded(result, k, value)
@@ -427,11 +424,7 @@ def int_rows_extrema(part, parts, src, base, kept_stride, n_kept, n_reduced, ste
                 best = lowest_key(src[origin])
                 offset, n = origin, n_reduced
                 if QUARTER_LONG_RUNS and step == 1 and n >= 2 * STREAMS_MIN_RUN:  # (as float_rows_extrema)
-                    quarter = n // 4
-                    quarters = four_max_value_runs(src, origin, quarter, quarter, flip)
-                    for j in range(4):
-                        best = max(best, quarters[j][0])
-                    offset, n = origin + 4 * quarter, n - 4 * quarter
+                    offset, n, best, _ = max_of_quarters(four_max_value_runs, src, offset, n, best, best, flip)
                 best = max_value_run(src, offset, n, step, best, best, flip)[0]
             result[k] = flipped(best, flip)
 
