@@ -107,8 +107,12 @@ def _float_sums_for(term):
                 comps = np.zeros(width) if compensated else acc[:0]
                 column_max = np.empty(wide) if term == SUM_EXP else acc[:0]  # the max of each accumulator's column
                 if term == SUM_EXP:
+                    # (element by element here and below: a slice assigned from an array compiles
+                    # Numba's shape-mismatch error message, string formatting that took seconds of
+                    # a first call)
                     for j0 in range(0, wide, width):
-                        column_max[j0:j0 + width] = maxima[k0:k0 + width]
+                        for w in range(width):
+                            column_max[j0 + w] = maxima[k0 + w]
                 # The most terms one accumulator has taken since the last fold (at most block): a wide
                 # row gives each accumulator one term (counting real rows instead would fold after
                 # nearly every call when a wide row holds hundreds of rows).
@@ -142,7 +146,8 @@ def _float_sums_for(term):
                     _fold(acc, totals, comps)
                 else:
                     for j0 in range(width, wide, width):  # the m accumulators of each column
-                        acc[:width] += acc[j0:j0 + width]
+                        for w in range(width):
+                            acc[w] += acc[j0 + w]
                     totals = acc[:width]
                 if out_total.size == 0:
                     for w in range(width):
@@ -335,7 +340,8 @@ def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, 
             wide = m * width
             tops = np.empty(wide, dtype=maxima.dtype)
             for j0 in range(0, wide, width):
-                tops[j0:j0 + width] = maxima[k0:k0 + width]
+                for w in range(width):
+                    tops[j0 + w] = maxima[k0 + w]
             acc = np.zeros(wide)
             while pos < end:
                 offset, n = _next_run(pos, end, rshape, rstrides)
@@ -352,7 +358,8 @@ def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, 
                     j += 1
                 pos += n
             for j0 in range(width, wide, width):  # the m accumulators of each column
-                acc[:width] += acc[j0:j0 + width]
+                for w in range(width):
+                    acc[w] += acc[j0 + w]
             if out_total.size == 0:
                 for w in range(width):
                     result[k0 + w], fits[k0 + w] = _int_log_sum_exp(maxima[k0 + w], acc[w], count, type_max)
