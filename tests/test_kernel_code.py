@@ -1,7 +1,8 @@
 """The compiled kernels as code, beyond their results: every kernel function states its fastmath
 flags (Numba would otherwise compile it with its first caller's), each kernel is compiled once for
 serial calls and parallel launches alike, element helpers refuse the types they do not decode, and
-the sum kernels' store loops take no log that only ReduceLogSum asks for.
+the sum kernels' store loops take no log that only ReduceLogSum asks for, and no kernel assigns a
+slice from an array (whose error message Numba compiles into the first call).
 """
 from __future__ import annotations
 
@@ -141,3 +142,27 @@ def test_sums_do_not_take_the_log_that_only_reduce_log_sum_asks_for(opname, dtyp
     result = with_threads(1, reduce, x, axes)
     assert ERRNO.value != errno.EDOM
     assert (np.asarray(result, np.float64) < 0).any()  # the data has negative sums
+
+
+def test_kernels_assign_no_slice_from_an_array():
+    # A slice assigned from an array inside a kernel (a[i:j] = b, a[i:j] += b[k:l]) makes Numba
+    # compile its shape-mismatch error message: string formatting that took about 2 s of every first
+    # call of the general kernels, which now copy element by element. A scalar fill (a[:] = 0.0)
+    # has no such check. (kernels/jit.py compiles the kernels and is not compiled itself.)
+    import ast
+    from pathlib import Path
+
+    from numred import kernels
+
+    found = []
+    for path in sorted(Path(kernels.__file__).parent.glob("*.py")):
+        if path.name == "jit.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                sliced = [t for t in targets if isinstance(t, ast.Subscript)
+                          and any(isinstance(part, ast.Slice) for part in ast.walk(t.slice))]
+                if sliced and not isinstance(node.value, ast.Constant):
+                    found.append(f"{path.name}:{node.lineno}")
+    assert not found, found
