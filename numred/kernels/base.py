@@ -15,8 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 from llvmlite import ir
+from numba.core import cgutils
+from numba.core.imputils import impl_ret_new_ref
 from numba.extending import intrinsic
-from numba.np.arrayobj import populate_array
+from numba.np.arrayobj import _empty_nd_impl, populate_array
 
 from .jit import renamed_copy
 
@@ -76,6 +78,54 @@ def _view(typingctx, src, start, stop):
     if not (isinstance(src, types.Array) and src.ndim == 1 and src.layout == "C"):
         return None
     return src(src, types.intp, types.intp), codegen
+
+
+def _element_type(dtype):
+    """The element type of a dtype argument: a NumPy scalar type (np.float64) or an array's dtype."""
+    if isinstance(dtype, types.NumberClass):
+        return dtype.instance_type
+    if isinstance(dtype, types.DType):
+        return dtype.dtype
+    if isinstance(dtype, (types.Integer, types.Float)):  # a value, for its type (filled_array)
+        return dtype
+    return None
+
+
+def _allocator(zeroed, doc):
+    # The kernels' scratch arrays, allocated by the same code np.empty lowers to. np.empty, np.zeros
+    # and np.full are overloads that Numba compiles in each process, per dtype, on a first call
+    # that uses them: 0.1-0.4 s of a cold first call. These intrinsics are lowered in place.
+    @intrinsic
+    def allocate(typingctx, n, dtype):
+        element = _element_type(dtype)
+        if element is None or not isinstance(n, types.Integer):
+            return None
+        array_type = types.Array(element, 1, "C")
+
+        def codegen(context, builder, signature, args):
+            size = context.cast(builder, args[0], signature.args[0], types.intp)
+            array = _empty_nd_impl(context, builder, array_type, [size])
+            if zeroed:
+                cgutils.memset(builder, array.data, builder.mul(array.itemsize, array.nitems), 0)
+            return impl_ret_new_ref(context, builder, array_type, array._getvalue())
+
+        return array_type(n, dtype), codegen
+
+    allocate.__doc__ = doc
+    return allocate
+
+
+new_array = _allocator(False, "new_array(n, dtype): np.empty(n, dtype) (dtype: np.float64, a.dtype), for n >= 0.")
+zeroed_array = _allocator(True, "zeroed_array(n, dtype): np.zeros(n, dtype), for n >= 0.")
+
+
+@njit(fastmath=False, inline="always")
+def filled_array(n, value):
+    """np.full(n, value), in value's type."""
+    array = new_array(n, value)
+    for i in range(n):
+        array[i] = value
+    return array
 
 
 @intrinsic

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .base import SUM_EXP, _U64, _borrowed, njit_for, share
+from .base import SUM_EXP, _U64, _borrowed, njit_for, share, filled_array, new_array, zeroed_array
 from .decode import as_wide
 from .integers import (HALVES_BLOCK, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, _term_run,
                        halves_run)
@@ -42,9 +42,9 @@ def _float_blocks_for(term):
         first_task, end_task = share(groups, part, parts)
         for group in range(first_task, end_task):
             k0, width = _group_of_outputs(group, n_kept, groups)
-            totals = np.zeros(width)
-            comps = np.zeros(width)
-            sigmas = np.zeros(width)  # (_float64_run_for's, passed on from run to run of one output)
+            totals = zeroed_array(width, np.float64)
+            comps = zeroed_array(width, np.float64)
+            sigmas = zeroed_array(width, np.float64)  # (_float64_run_for's, passed on from run to run of one output)
             for i in range(n_outer):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
@@ -70,8 +70,8 @@ def _int_blocks_for(term):
         first_task, end_task = share(groups, part, parts)
         for group in range(first_task, end_task):
             k0, width = _group_of_outputs(group, n_kept, groups)
-            low = np.zeros(width, dtype=np.uint64)
-            high = np.zeros(width, dtype=np.uint64)
+            low = zeroed_array(width, np.uint64)
+            high = zeroed_array(width, np.uint64)
             for i in range(n_outer):
                 origin = base + i * outer_stride + k0 * kept_stride
                 for w in range(width):
@@ -96,8 +96,8 @@ def _group_maxima_for(float_bits):
 
     @njit_for(float_bits, fastmath=False)
     def group_maxima(src, origin, width, kept_stride, n_outer, outer_stride, n_inner, lowest):
-        best_of = np.full(width, lowest)
-        top_magnitude_of = np.full(width, magnitude_bits(lowest) if float_bits else lowest)
+        best_of = filled_array(width, lowest)
+        top_magnitude_of = filled_array(width, magnitude_bits(lowest) if float_bits else lowest)
         for i in range(n_outer):
             for w in range(width):
                 best_of[w], top_magnitude_of[w] = max_run(src, origin + i * outer_stride + w * kept_stride, n_inner, 1,
@@ -125,12 +125,12 @@ def float_blocks_log_sum_exp(part, parts, src, keys, inf_bits, base, n_kept, kep
         origin = base + k0 * kept_stride
         best_of, top_magnitude_of = _float_group_maxima(keys, origin, width, kept_stride, n_outer, outer_stride,
                                                         n_inner, lowest_key(keys[base]))
-        maxima = np.empty(width)
+        maxima = new_array(width, np.float64)
         for w in range(width):
             maxima[w] = np.nan if top_magnitude_of[w] > inf_bits else key_to_float64(as_wide(best_of[w]), carrier)
-        totals = np.zeros(width)
-        comps = np.zeros(width)
-        sigmas = np.zeros(width)
+        totals = zeroed_array(width, np.float64)
+        comps = zeroed_array(width, np.float64)
+        sigmas = zeroed_array(width, np.float64)
         for i in range(n_outer):
             for w in range(width):
                 if math.isfinite(maxima[w]):  # a non-finite max decides the result alone
@@ -156,7 +156,7 @@ def int_blocks_log_sum_exp(part, parts, src, base, n_kept, kept_stride, n_outer,
         origin = base + k0 * kept_stride
         lowest = lowest_key(src[base])
         best_of = _int_group_maxima(src, origin, width, kept_stride, n_outer, outer_stride, n_inner, lowest)[0]
-        totals = np.zeros(width)
+        totals = zeroed_array(width, np.float64)
         for i in range(n_outer):
             for w in range(width):
                 totals[w] += _int_exp_run(src, origin + i * outer_stride + w * kept_stride, n_inner, 1,

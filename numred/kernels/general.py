@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, share, _next_run, _offset_of, _task, _walker,
-                   _view)
+                   _view, filled_array, new_array, zeroed_array)
 from .columns import _float_columns, _fold
 from .decode import as_wide
 from .exp import exp_of_minus_distance
@@ -92,7 +92,7 @@ def _float_sums_for(term):
             else:
                 m = _rows_per_wide_row(width, step, end - pos)
                 wide = m * width  # accumulators: column j % width, m of them per column
-                acc = np.zeros(wide)
+                acc = zeroed_array(wide, np.float64)
                 # Per-task work proportional to the width must stay small next to the rows (a task may
                 # have only a few): compensated totals exist only where they are folded (float64 data),
                 # and the maxima only for SUM_EXP.
@@ -103,9 +103,10 @@ def _float_sums_for(term):
                 # skips the fold and its arrays (work proportional to the width, which matters for
                 # short, wide tiles).
                 compensated = block < NEVER and (m > 1 or end - pos >= block)
-                totals = np.zeros(width) if compensated else acc[:0]
-                comps = np.zeros(width) if compensated else acc[:0]
-                column_max = np.empty(wide) if term == SUM_EXP else acc[:0]  # the max of each accumulator's column
+                totals = zeroed_array(width, np.float64) if compensated else acc[:0]
+                comps = zeroed_array(width, np.float64) if compensated else acc[:0]
+                # the max of each accumulator's column
+                column_max = new_array(wide, np.float64) if term == SUM_EXP else acc[:0]
                 if term == SUM_EXP:
                     # (element by element here and below: a slice assigned from an array compiles
                     # Numba's shape-mismatch error message, string formatting that took seconds of
@@ -179,8 +180,8 @@ def _int_sums_for(term):
         for task in range(first_task, end_task):
             k0, width, c, pos, end = _task(np.int64(task), kshape, tile, nchunks, nr)
             origin = base + _offset_of(k0, kshape, kstrides)
-            low = np.zeros(width, dtype=np.uint64)
-            high = np.zeros(width, dtype=np.uint64)
+            low = zeroed_array(width, np.uint64)
+            high = zeroed_array(width, np.uint64)
             if tile == 1:
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
@@ -196,7 +197,7 @@ def _int_sums_for(term):
                 m = _rows_per_wide_row(width, step, end - pos)
                 # only the accumulators this sum uses (_fold_halves): half the memory a task touches
                 low_acc = low_accumulators(src, result, m * width if term or not narrow_int(src) else 0)
-                high_acc = np.zeros(0 if term else m * width, dtype=np.int64)
+                high_acc = zeroed_array(0 if term else m * width, np.int64)
                 rows = 0
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
@@ -271,8 +272,8 @@ def _max_keys_for(float_bits, tiles):
             else:
                 m = _rows_per_wide_row(width, step, end - pos)
                 wide = m * width  # as in float_sums: slot j holds column j % width
-                best_of = np.full(wide, lowest)
-                top_magnitude_of = np.full(wide, zero)
+                best_of = filled_array(wide, lowest)
+                top_magnitude_of = filled_array(wide, zero)
                 while pos < end:
                     offset, n = _next_run(pos, end, rshape, rstrides)
                     offset += origin
@@ -338,11 +339,11 @@ def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, 
         else:
             m = _rows_per_wide_row(width, step, end - pos)  # narrow rows back to back: m of them read as one
             wide = m * width
-            tops = np.empty(wide, dtype=maxima.dtype)
+            tops = new_array(wide, maxima.dtype)
             for j0 in range(0, wide, width):
                 for w in range(width):
                     tops[j0 + w] = maxima[k0 + w]
-            acc = np.zeros(wide)
+            acc = zeroed_array(wide, np.float64)
             while pos < end:
                 offset, n = _next_run(pos, end, rshape, rstrides)
                 offset += origin

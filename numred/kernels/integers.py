@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _U64, _constant, _view
+from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _U64, _constant, _view, zeroed_array
 from .decode import as_bits
 from .exp import exp_of_minus_distance
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -88,7 +88,7 @@ def _halves_run_impl(src, offset, n, step):
                 # bound by its latency on long strided runs. One int64 sum per lane: cheaper than
                 # the halves' two sums, as in the 64-bit branch below.
                 run = src[offset:offset + (n - 1) * step + 1:step]
-                lanes = np.zeros(STRIDED_LANES, np.int64)
+                lanes = zeroed_array(STRIDED_LANES, np.int64)
                 whole = n - n % STRIDED_LANES
                 for i0 in range(0, whole, STRIDED_LANES):
                     for j in range(STRIDED_LANES):
@@ -119,8 +119,8 @@ def _halves_run_impl(src, offset, n, step):
                 high += high_half(span[i]) & keep
         elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
             run = src[offset:offset + (n - 1) * step + 1:step]
-            low_lanes = np.zeros(STRIDED_LANES, _U64)
-            high_lanes = np.zeros(STRIDED_LANES, np.int64)
+            low_lanes = zeroed_array(STRIDED_LANES, _U64)
+            high_lanes = zeroed_array(STRIDED_LANES, np.int64)
             whole = n - n % STRIDED_LANES
             for i0 in range(0, whole, STRIDED_LANES):
                 for j in range(STRIDED_LANES):
@@ -193,7 +193,7 @@ def _term_run(src, offset, n, step, term):
             total += term_bits(span[i], term) & _U64((i & 1) - 1)
     elif step > 0 and n >= STRIDED_LANES_MIN_RUN:  # in lanes, as _float_run's float32 runs
         run = src[offset:offset + (n - 1) * step + 1:step]
-        lanes = np.zeros(STRIDED_LANES, _U64)
+        lanes = zeroed_array(STRIDED_LANES, _U64)
         whole = n - n % STRIDED_LANES
         for i0 in range(0, whole, STRIDED_LANES):
             for j in range(STRIDED_LANES):
@@ -335,8 +335,8 @@ def low_accumulators(src, result, n):
 def _low_accumulators_impl(src, result, n):
     if (isinstance(src.dtype, types.Integer) and src.dtype.bitwidth <= 32
             and isinstance(result.dtype, types.Integer) and result.dtype.bitwidth <= 32):
-        return lambda src, result, n: np.zeros(n, dtype=np.uint32)
-    return lambda src, result, n: np.zeros(n, dtype=np.uint64)
+        return lambda src, result, n: zeroed_array(n, np.uint32)
+    return lambda src, result, n: zeroed_array(n, np.uint64)
 
 
 @njit(fastmath=False)

@@ -37,7 +37,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .base import (_U64, share, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
-                   _offset_of, _task, _walker, _view, inlined)
+                   _offset_of, _task, _walker, _view, inlined, zeroed_array)
 from .decode import as_bits, as_float32_bits, as_float64
 from .general import _rows_per_wide_row
 from .store import store_rounded
@@ -365,7 +365,7 @@ def _products_for(floats, float64, tiles):
                             if floats and (group > 1 or width < FLOAT64_WIDE_ROWS_BELOW) else 1)
                 wide = per_wide * width
                 ms = np.ones(wide)
-                es = np.zeros(wide, dtype=np.int64)
+                es = zeroed_array(wide, np.int64)
                 words = np.ones(width, dtype=np.uint64)
                 rows = 0
                 while pos < end:

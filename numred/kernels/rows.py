@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from .jit import Kernel, entry
-from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view, share
+from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view, share, zeroed_array
 from .columns import _fold
 from .decode import as_float64, as_wide
 from .integers import (INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
@@ -91,9 +91,9 @@ def _columns_for(term):
         rows_per_chunk = -(-n_reduced // nchunks)
         first_task, end_task = share(nchunks, part, parts)
         for c in range(first_task, end_task):
-            acc = np.zeros(n_kept)
-            totals = np.zeros(n_kept)
-            comps = np.zeros(n_kept)
+            acc = zeroed_array(n_kept, np.float64)
+            totals = zeroed_array(n_kept, np.float64)
+            comps = zeroed_array(n_kept, np.float64)
             first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
             for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
                 for j in range(j0, min(j0 + block, end)):

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for
+from .base import FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for, zeroed_array
 from .decode import as_float64, pair_sums, pair_sums4
 from .exp import exp_nonpositive
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -175,7 +175,7 @@ def _strided_float_run_for(term):
             # already (no steady gain), nor for exp sums (bound by the exp), nor for short runs (the
             # array costs more than it saves).
             run = src[offset:offset + (n - 1) * step + 1:step]
-            lanes = np.zeros(STRIDED_LANES)
+            lanes = zeroed_array(STRIDED_LANES, np.float64)
             whole = n - n % STRIDED_LANES
             if term == SUM:
                 for i0 in range(0, whole, STRIDED_LANES):

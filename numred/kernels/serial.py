@@ -34,7 +34,7 @@ from numba import njit
 
 from .jit import entry
 from .base import (BLOCK, FASTMATH, TERM_NAMES, SQRT, SUM, SUM_ABS, _borrowed, _n_tasks,
-                   _next_run, _offset_of, _task, _view, _walker, inlined)
+                   _next_run, _offset_of, _task, _view, _walker, inlined, zeroed_array)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
 from .integers import (INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, isqrt64,
@@ -149,8 +149,8 @@ def _term(x, term, scale):
 @njit(fastmath=False)
 def _float64_lanes(src, offset, n, step, term, scale):
     """(high, low) of the sum of _term over one float64 run, as above."""
-    high = np.zeros(LANES)
-    low = np.zeros(LANES)
+    high = zeroed_array(LANES, np.float64)
+    low = zeroed_array(LANES, np.float64)
     whole = n - n % LANES
     for i0 in range(0, whole, LANES):
         for j in range(LANES):
@@ -251,9 +251,9 @@ def _float_sums_for(term, float64):
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         decided = True
         # the column sums of a tile: plain ones, and (float64 data) their compensated totals
-        acc = np.zeros(tile)
-        totals = np.zeros(tile)
-        comps = np.zeros(tile)
+        acc = zeroed_array(tile, np.float64)
+        totals = zeroed_array(tile, np.float64)
+        comps = zeroed_array(tile, np.float64)
         for task in range(_n_tasks(kshape, tile, 1)):
             k0, width, _, _, _ = _task(task, kshape, tile, 1, nr)
             origin = base + _offset_of(k0, kshape, kstrides)
@@ -319,8 +319,8 @@ def _int_sums_for(term):
         src = _borrowed(src)
         kshape, kstrides, rshape, rstrides, nr, step = _walker(dims, kept_ndim)
         # a tile's column sums: squares in low; a mean's 32-bit halves in low and high
-        low_acc = np.zeros(tile, dtype=np.uint64)
-        high_acc = np.zeros(tile, dtype=np.int64)
+        low_acc = zeroed_array(tile, np.uint64)
+        high_acc = zeroed_array(tile, np.int64)
         for task in range(_n_tasks(kshape, tile, 1)):
             k0, width, _, _, _ = _task(task, kshape, tile, 1, nr)
             origin = base + _offset_of(k0, kshape, kstrides)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view, share
+from .base import BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view, share, zeroed_array
 from .columns import _float_columns, _fold
 from .decode import as_float64
 from .integers import (_add_halves128, _int_columns, _int_columns4, _int_columns8, _int_mean,
@@ -99,9 +99,9 @@ def _float_tiles_for(term, narrow):
             per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
             first_task, end_task = share(-(-n_outer // per_task), part, parts)
             for task in range(first_task, end_task):
-                acc = np.zeros(NARROW_ROW)
-                totals = np.zeros(n_inner if compensated else 0)
-                comps = np.zeros(n_inner if compensated else 0)
+                acc = zeroed_array(NARROW_ROW, np.float64)
+                totals = zeroed_array(n_inner if compensated else 0, np.float64)
+                comps = zeroed_array(n_inner if compensated else 0, np.float64)
                 for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
                     offset = base + outer * outer_stride
                     if compensated:  # float64: plain sums of BLOCK terms per accumulator, folded as float_sums does
@@ -129,7 +129,7 @@ def _float_tiles_for(term, narrow):
             k0 = (np.int64(task) - outer * tiles_per_row) * tile
             width = min(tile, n_inner - k0)
             offset = base + outer * outer_stride + k0
-            acc = np.zeros(width)
+            acc = zeroed_array(width, np.float64)
             no_maxima = acc[:0]  # (SUM_EXP's)
             j = 0
             while j + 8 <= n_reduced:  # eight rows per call, then four, then one (_float_columns)
@@ -169,7 +169,7 @@ def _int_tiles_for(term):
         for task in range(first_task, end_task):
             # the low halves (or wrapping squares) and high halves of each column, as in int_sums
             low_acc = low_accumulators(src, result, NARROW_ROW)
-            high_acc = np.zeros(0 if term else NARROW_ROW, dtype=np.int64)
+            high_acc = zeroed_array(0 if term else NARROW_ROW, np.int64)
             for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
                 offset = base + outer * outer_stride
                 p = 0
