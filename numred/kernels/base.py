@@ -1,6 +1,6 @@
 """Shared ground of the kernels: fastmath flags, the compensation block, views of the input's
-memory without reference counting, bit casts, the walk over a "kept x reduced" geometry (tasks,
-runs, offsets), and the operator terms (terms) passed as compile-time constants.
+memory without reference counting, scratch arrays, bit casts, the walk over a "kept x reduced"
+geometry (tasks, runs, offsets), and the operator terms (terms) passed as compile-time constants.
 
 Kernels validate nothing: the front end (``numred._frontend``) and the plan (``numred._plan``) hand
 them a consistent description of the input, and they compute. The input arrives as ``src``: a 1-D
