@@ -166,3 +166,26 @@ def test_kernels_assign_no_slice_from_an_array():
                 if sliced and not isinstance(node.value, ast.Constant):
                     found.append(f"{path.name}:{node.lineno}")
     assert not found, found
+
+
+def test_scratch_array_helpers_allocate_as_numpy_does():
+    # kernels.base's allocation intrinsics (which spare a first call Numba's np.empty, np.zeros and
+    # np.full overloads) against NumPy's own functions: shape, dtype, zeros and fill values
+    from numba import njit
+
+    from numred.kernels.base import filled_array, new_array, zeroed_array
+
+    @njit
+    def made(n):
+        floats = zeroed_array(n, np.float64)
+        words = zeroed_array(n, np.uint64)
+        like = new_array(n, words.dtype)
+        like[:] = 7
+        return floats, words, like, filled_array(n, np.int16(-3)), filled_array(n, np.float32(0.5))
+
+    for n in (0, 1, 5, 100_003):
+        floats, words, like, shorts, halves = made(n)
+        for got, want in ((floats, np.zeros(n)), (words, np.zeros(n, np.uint64)), (like, np.full(n, 7, np.uint64)),
+                          (shorts, np.full(n, -3, np.int16)), (halves, np.full(n, 0.5, np.float32))):
+            assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous
+            assert got.tobytes() == want.tobytes(), (n, got.dtype)
