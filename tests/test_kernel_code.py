@@ -189,3 +189,88 @@ def test_scratch_array_helpers_allocate_as_numpy_does():
                           (shorts, np.full(n, -3, np.int16)), (halves, np.full(n, 0.5, np.float32))):
             assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous
             assert got.tobytes() == want.tobytes(), (n, got.dtype)
+
+
+def test_kernels_call_no_builtin_min_max_or_array_sum():
+    # Python's min and max and an array's .sum() are overloads that Numba compiles as functions of
+    # their own in every process's first call (20-50 ms each, per pair of types); the kernels use
+    # kernels.base's smaller, larger and integer_total, lowered in place, instead.
+    import ast
+    from pathlib import Path
+
+    from numred import kernels
+
+    found = []
+    for path in sorted(Path(kernels.__file__).parent.glob("*.py")):
+        if path.name == "jit.py":
+            continue
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call):
+                called = node.func
+                if (isinstance(called, ast.Name) and called.id in ("min", "max")) or (
+                        isinstance(called, ast.Attribute) and called.attr == "sum" and not node.args
+                        and not (isinstance(called.value, ast.Name) and called.value.id in ("np", "math"))):
+                    found.append((path.name, ast.get_source_segment(source, node)))
+    # the one array sum left adds float lanes, in NumPy's order, which integer_total's loop (for
+    # integers only: order does not matter to them) would leave to the caller's fastmath flags
+    assert found == [("runs.py", "lanes.sum()")], found
+
+
+def test_integer_helpers_match_python():
+    # kernels.base.smaller and larger against Python's min and max over the integer types the kernels
+    # pair (sizes, keys, counts), with literals; maxima's keys against the float order they encode;
+    # integer_total against exact sums modulo the type's width
+    from numba import njit
+
+    from numred.kernels.base import integer_total, larger, smaller
+    from numred.kernels.maxima import flipped, float_key, lowest_key, magnitude_bits
+
+    @njit
+    def picks(a, b):
+        return smaller(a, b), larger(a, b), smaller(b, a), larger(b, a)
+
+    @njit
+    def picks_with_literals(a):  # (a literal is an int64: signed types only, as in the kernels)
+        return smaller(a, 3), larger(-2, a)
+
+    rng = np.random.default_rng(11)
+    for dtype in (np.int16, np.int32, np.int64, np.uint16, np.uint32, np.uint64):
+        info = np.iinfo(dtype)
+        values = [info.min, info.min + 1, -1 if info.min else 2, 0, 1, info.max - 1, info.max]
+        values += [int(v) for v in rng.integers(info.min, info.max, 20, dtype=dtype, endpoint=True)]
+        for a in values:
+            for b in values[:8]:
+                got = tuple(int(v) for v in picks(dtype(a), dtype(b)))
+                assert got == (min(a, b), max(a, b), min(a, b), max(a, b)), (dtype, a, b, got)
+            if info.min:
+                assert tuple(int(v) for v in picks_with_literals(dtype(a))) == (min(a, 3), max(-2, a))
+
+    @njit
+    def keys(bits, flip):
+        out = np.empty((bits.size, 2), np.int64)
+        for i in range(bits.size):
+            out[i, 0] = flipped(float_key(bits[i]), flip)
+            out[i, 1] = magnitude_bits(bits[i])
+        return out, lowest_key(bits[0])
+
+    floats = np.array([-np.inf, -3.5, -1e-30, -0.0, 0.0, 5e-324, 1e-30, 2.0, np.inf], np.float64)
+    for view, width in ((floats.view(np.int64), 64), (floats.astype(np.float32).view(np.int32), 32),
+                        (floats.astype(np.float16).view(np.int16), 16)):
+        for flip in (0, -1):
+            out, lowest = keys(view, flip)
+            assert int(lowest) == -(1 << (width - 1))
+            order = out[:, 0] if flip == 0 else -out[:, 0]
+            assert all(order[i] <= order[i + 1] for i in range(len(order) - 1)), (width, flip, out)
+            assert list(out[:, 1]) == [int(v) & ((1 << (width - 1)) - 1) for v in view]
+
+    @njit
+    def total(lanes):
+        return integer_total(lanes)
+
+    for dtype in (np.int64, np.uint64):
+        lanes = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, 8, dtype=dtype, endpoint=True)
+        wrapped = sum(int(v) for v in lanes) % 2**64
+        if dtype == np.int64 and wrapped >= 2**63:
+            wrapped -= 2**64
+        assert int(total(lanes)) == wrapped

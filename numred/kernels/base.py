@@ -174,6 +174,44 @@ _float64_to_bits = _bitcast(types.float64, types.int64)
 _float32_to_bits = _bitcast(types.float32, types.uint32)
 
 
+def _integer_pick(larger_one, doc):
+    # The kernels' integer min and max, lowered in place. Python's min and max are overloads that
+    # Numba compiles in each process, per pair of argument types, on a first call that uses them:
+    # 20-30 ms each, and a kernel used them with several pairs.
+    @intrinsic
+    def pick(typingctx, a, b):
+        if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+            return None
+        common = types.unliteral(typingctx.unify_pairs(a, b))
+        if not isinstance(common, types.Integer):  # (int64 and uint64 unify to float64)
+            return None
+
+        def codegen(context, builder, signature, args):
+            x = context.cast(builder, args[0], signature.args[0], common)
+            y = context.cast(builder, args[1], signature.args[1], common)
+            compare = builder.icmp_signed if common.signed else builder.icmp_unsigned
+            return builder.select(compare(">" if larger_one else "<", x, y), x, y)
+
+        return common(a, b), codegen
+
+    pick.__doc__ = doc
+    return pick
+
+
+larger = _integer_pick(True, "larger(a, b): max(a, b) of two integers, in the type they unify to.")
+smaller = _integer_pick(False, "smaller(a, b): min(a, b) of two integers, in the type they unify to.")
+
+
+@njit(fastmath=False, inline="always")
+def integer_total(lanes):
+    """lanes.sum() of an integer array, in its own type (wrapping): the same loop, without compiling
+    Numba's array sum (about 50 ms of a first call)."""
+    total = lanes.dtype.type(0)
+    for i in range(lanes.size):
+        total += lanes[i]
+    return total
+
+
 # The walk's helpers below are inlined into their callers' IR (Numba's inline="always"), not compiled
 # as functions of their own: each function compiled on its own costs a first call about 0.1 s,
 # however small, and a kernel that walks a general geometry calls six or seven of these
@@ -200,7 +238,7 @@ def _next_run(pos, end, rshape, rstrides):
     if rshape.size == 1:
         return pos * rstrides[0], end - pos
     run_length = rshape[-1]
-    return _offset_of(pos, rshape, rstrides), min(run_length - pos % run_length, end - pos)
+    return _offset_of(pos, rshape, rstrides), smaller(run_length - pos % run_length, end - pos)
 
 
 @njit(fastmath=False, inline="always")
@@ -254,7 +292,7 @@ def _task(task, kshape, tile, nchunks, nr):
     tiles_per_row = (kshape[-1] + tile - 1) // tile
     row = t // tiles_per_row
     column = (t - row * tiles_per_row) * tile
-    return row * kshape[-1] + column, min(tile, kshape[-1] - column), c, first, end
+    return row * kshape[-1] + column, smaller(tile, kshape[-1] - column), c, first, end
 
 
 # the terms: x, x * x, exp(x - max), |x|. Every float sum kernel takes x, x * x and |x| (ReduceL1);

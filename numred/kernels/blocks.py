@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .base import SUM_EXP, _U64, _borrowed, njit_for, share, filled_array, new_array, zeroed_array
+from .base import SUM_EXP, _U64, _borrowed, njit_for, share, filled_array, new_array, zeroed_array, smaller
 from .decode import as_wide
 from .integers import (HALVES_BLOCK, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, _term_run,
                        halves_run)
@@ -80,7 +80,7 @@ def _int_blocks_for(term):
                         low[w] += _term_run(src, offset, n_inner, 1, term)
                     else:
                         for b in range(0, n_inner, HALVES_BLOCK):
-                            low_sum, high_sum = halves_run(src, offset + b, min(HALVES_BLOCK, n_inner - b), 1)
+                            low_sum, high_sum = halves_run(src, offset + b, smaller(HALVES_BLOCK, n_inner - b), 1)
                             low[w], high[w] = _add_halves128(low[w], high[w], low_sum, high_sum)
             for w in range(width):
                 result[k0 + w] = low[w] if term else _int_mean(low[w], high[w], count)

@@ -47,30 +47,36 @@ CPU_CONVERTS_HALVES = _cpu_has("f16c")
 
 
 @intrinsic
-def _half_bits_to_float64_f16c(typingctx, bits):
-    """float16 bits (uint16) -> float64 through LLVM's half type (F16C's vcvtph2ps); exact."""
-
-    def codegen(context, builder, signature, args):
-        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.DoubleType())
-
-    return types.float64(types.uint16), codegen
-
-
-def as_float64(x):
-    """The float64 value of one element of a float carrier array (typed per dtype at compile time)."""
-
-
-@overload(as_float64, jit_options={"fastmath": False})
-def _as_float64_impl(x):
+def as_float64(typingctx, x):
+    """The float64 value of one element of a float carrier array (typed per dtype at compile time),
+    lowered in place: as an overload, Numba compiled it in every process, per dtype, on a first call
+    (about 35 ms)."""
+    x = types.unliteral(x)
     if x in (types.float32, types.float64, types.int32, types.uint32):  # 32-bit integers: exact
-        return lambda x: np.float64(x)
-    if x == types.uint16:  # float16 bits
-        if CPU_CONVERTS_HALVES:  # the hardware conversion: faster than the integer decode
-            return lambda x: _half_bits_to_float64_f16c(x)
-        return lambda x: _half_bits_to_float64(x)
-    if x == types.int16:  # bfloat16 bits: the top half of a float32
-        return lambda x: np.float64(_bits_to_float32(np.uint32(np.uint16(x)) << np.uint32(16)))
-    return None
+
+        def codegen(context, builder, signature, args):
+            return context.cast(builder, args[0], x, types.float64)
+
+    elif x == types.uint16:  # float16 bits
+        if CPU_CONVERTS_HALVES:  # LLVM's half type (F16C's vcvtph2ps): faster than the integer decode
+
+            def codegen(context, builder, signature, args):
+                return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.DoubleType())
+
+        else:
+
+            def codegen(context, builder, signature, args):
+                return context.compile_internal(builder, lambda h: _half_bits_to_float64(h), signature, args)
+
+    elif x == types.int16:  # bfloat16 bits: the top half of a float32
+
+        def codegen(context, builder, signature, args):
+            float32_bits = builder.shl(builder.zext(args[0], ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
+            return builder.fpext(builder.bitcast(float32_bits, ir.FloatType()), ir.DoubleType())
+
+    else:
+        return None
+    return types.float64(x), codegen
 
 
 @intrinsic

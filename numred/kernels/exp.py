@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, _bits_to_float64, _float64_to_bits
+from .base import FASTMATH, _bits_to_float64, _float64_to_bits, smaller
 from .decode import as_bits
 
 _LOG2E = 1.4426950408889634
@@ -81,7 +81,8 @@ def exp_of_minus_distance(x, top):
 def _exp_of_minus_distance_impl(x, top):
     if isinstance(x, types.Integer) and x.bitwidth <= 32:
         # 0 <= top - x < 2**32: exact modulo 2**32, in 32-bit lanes (top, the max, is of x's own type)
-        return lambda x, top: EXP_OF_MINUS[min(np.uint32(np.uint32(top) - np.uint32(x)), np.uint32(_LAST_DISTANCE))]
+        return lambda x, top: EXP_OF_MINUS[smaller(np.uint32(np.uint32(top) - np.uint32(x)),
+                                                   np.uint32(_LAST_DISTANCE))]
     if isinstance(x, types.Integer):
-        return lambda x, top: EXP_OF_MINUS[min(as_bits(top) - as_bits(x), np.uint64(_LAST_DISTANCE))]
+        return lambda x, top: EXP_OF_MINUS[smaller(as_bits(top) - as_bits(x), np.uint64(_LAST_DISTANCE))]
     return None

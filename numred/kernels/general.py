@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, share, _next_run, _offset_of, _task, _walker,
-                   _view, filled_array, new_array, zeroed_array)
+                   _view, filled_array, new_array, zeroed_array, larger, smaller)
 from .columns import _float_columns, _fold
 from .decode import as_wide
 from .exp import exp_of_minus_distance
@@ -41,7 +41,9 @@ def _rows_per_wide_row(width, step, n_rows):
     """How many back-to-back rows of ``width`` elements a task of ``n_rows`` rows reads as one."""
     if step != width or 2 * width > WIDE_ROW:
         return 1
-    return max(1, min(WIDE_ROW // width, n_rows // MIN_WIDE_ROWS))
+    # min and max as expressions: the plan calls this in Python too (reads_wide_rows)
+    rows = WIDE_ROW // width if WIDE_ROW // width < n_rows // MIN_WIDE_ROWS else n_rows // MIN_WIDE_ROWS
+    return rows if rows > 1 else 1
 
 
 def reads_wide_rows(n_inner, tile, step, n_rows):
@@ -190,7 +192,7 @@ def _int_sums_for(term):
                         low[0] += _term_run(src, offset, n, step, term)
                     else:
                         for b in range(0, n, HALVES_BLOCK):
-                            low_sum, high_sum = halves_run(src, offset + b * step, min(HALVES_BLOCK, n - b), step)
+                            low_sum, high_sum = halves_run(src, offset + b * step, smaller(HALVES_BLOCK, n - b), step)
                             low[0], high[0] = _add_halves128(low[0], high[0], low_sum, high_sum)
                     pos += n
             else:  # the tile's rows are contiguous (the plan tiles only a stride-1 kept axis)
@@ -298,8 +300,8 @@ def _max_keys_for(float_bits, tiles):
                     pos += n
                 for j0 in range(width, wide, width):  # the m slots of each column
                     for w in range(width):
-                        best_of[w] = max(best_of[w], best_of[j0 + w])
-                        top_magnitude_of[w] = max(top_magnitude_of[w], top_magnitude_of[j0 + w])
+                        best_of[w] = larger(best_of[w], best_of[j0 + w])
+                        top_magnitude_of[w] = larger(top_magnitude_of[w], top_magnitude_of[j0 + w])
                 for w in range(width):
                     out_max[(k0 + w) * nchunks + c] = as_wide(best_of[w])
                     out_nans[(k0 + w) * nchunks + c] = float_bits and top_magnitude_of[w] > inf_bits

@@ -12,7 +12,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _U64, _constant, _view, zeroed_array
+from .base import (FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _U64, _constant, _view, zeroed_array, integer_total, larger,
+                   smaller)
 from .decode import as_bits
 from .exp import exp_of_minus_distance
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -93,7 +94,7 @@ def _halves_run_impl(src, offset, n, step):
                 for i0 in range(0, whole, STRIDED_LANES):
                     for j in range(STRIDED_LANES):
                         lanes[j] += np.int64(run[i0 + j])
-                total += lanes.sum()
+                total += integer_total(lanes)
                 for i in range(whole, n):
                     total += np.int64(run[i])
             else:
@@ -126,7 +127,7 @@ def _halves_run_impl(src, offset, n, step):
                 for j in range(STRIDED_LANES):
                     low_lanes[j] += as_bits(run[i0 + j]) & _U64(0xFFFFFFFF)
                     high_lanes[j] += high_half(run[i0 + j])
-            low, high = low_lanes.sum(), high_lanes.sum()
+            low, high = integer_total(low_lanes), integer_total(high_lanes)
             for i in range(whole, n):
                 low += as_bits(run[i]) & _U64(0xFFFFFFFF)
                 high += high_half(run[i])
@@ -198,7 +199,7 @@ def _term_run(src, offset, n, step, term):
         for i0 in range(0, whole, STRIDED_LANES):
             for j in range(STRIDED_LANES):
                 lanes[j] += term_bits(run[i0 + j], term)
-        total += lanes.sum()
+        total += integer_total(lanes)
         for i in range(whole, n):
             total += term_bits(run[i], term)
     else:
@@ -219,23 +220,24 @@ def squares_and_largest_run(src, offset, n, step):
         run = _view(src, offset, offset + n)
         for i in range(n):
             x = run[i]
-            lowest = min(lowest, x)
-            highest = max(highest, x)
+            lowest = smaller(lowest, x)
+            highest = larger(highest, x)
             total += square_bits(x)
     else:
         for i in range(n):
             x = src[offset + i * step]
-            lowest = min(lowest, x)
-            highest = max(highest, x)
+            lowest = smaller(lowest, x)
+            highest = larger(highest, x)
             total += square_bits(x)
-    return total, max(abs_bits(lowest), abs_bits(highest))
+    return total, larger(abs_bits(lowest), abs_bits(highest))
 
 
 @njit(fastmath=False)
 def isqrt64(s):
     """floor(sqrt(s)) of a uint64 s, exactly: float64's square root is within one of it (the root of
     a number below 2**64 is below 2**32, so its square is exact in uint64)."""
-    root = _U64(min(math.sqrt(np.float64(s)), 4294967295.0))
+    root = math.sqrt(np.float64(s))
+    root = _U64(root if root < 4294967295.0 else 4294967295.0)
     while root * root > s:
         root -= _U64(1)
     while root < _U64(4294967295) and (root + _U64(1)) * (root + _U64(1)) <= s:
@@ -345,7 +347,7 @@ def _fold_halves(low_acc, high_acc, low, high, term, narrow):
     the accumulators a sum uses exist: low_acc for squares, high_acc for ``narrow`` data (whole sums,
     _int_columns, split into halves here), both otherwise."""
     width = low.size
-    for i0 in range(0, max(low_acc.size, high_acc.size), width):  # no i % width, as in _fold
+    for i0 in range(0, larger(low_acc.size, high_acc.size), width):  # no i % width, as in _fold
         for w in range(width):
             if term:
                 low[w] += low_acc[i0 + w]
@@ -398,7 +400,7 @@ def _int_mean_row(src, origin, n, step, count):
     low = _U64(0)
     high = _U64(0)
     for b in range(0, n, HALVES_BLOCK):
-        low_sum, high_sum = halves_run(src, origin + b * step, min(HALVES_BLOCK, n - b), step)
+        low_sum, high_sum = halves_run(src, origin + b * step, smaller(HALVES_BLOCK, n - b), step)
         low, high = _add_halves128(low, high, low_sum, high_sum)
     return _int_mean(low, high, count)
 

@@ -8,15 +8,24 @@ import functools
 
 import numpy as np
 from numba import njit, types
-from numba.extending import overload
-from numba.np.numpy_support import as_dtype
+from llvmlite import ir
+from numba.extending import intrinsic, overload
 
-from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _constant, _view, njit_for
+from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _constant, _view, njit_for, larger
 from .decode import as_float64
 from .reading import STREAMS_MIN_RUN
 
 
-def float_key(x):
+# float_key, lowest_key, flipped and magnitude_bits are integer operations lowered in place
+# (intrinsics): as overloads, Numba compiled each in every process, per type, on a first call (about
+# 25 ms each, and a max kernel used four or five).
+def _signed_magnitude_mask(value):
+    """The constant with every bit of ``value``'s LLVM integer type set but the sign bit."""
+    return ir.Constant(value.type, (1 << (value.type.width - 1)) - 1)
+
+
+@intrinsic
+def float_key(typingctx, x):
     """For float data read through a signed integer view of its bits: a key of the same integer type
     whose order is the order of the float values (sign-magnitude turned into two's complement).
     Integer max vectorises; a float max that keeps NaN does not (LLVM wants no-NaN flags for that),
@@ -25,62 +34,58 @@ def float_key(x):
     16-bit keys fill a vector with 16 elements. Defined for signed carriers only: float data is always
     viewed as signed integers, and the max kernels for integer data (_max_run_for(False)) hold no key
     code."""
+    if not (isinstance(x, types.Integer) and x.signed):
+        return None  # unsigned carriers hold integer data, never float bits
+    x = types.unliteral(x)
+
+    def codegen(context, builder, signature, args):
+        (value,) = args
+        sign_fill = builder.ashr(value, ir.Constant(value.type, value.type.width - 1))
+        return builder.xor(value, builder.and_(sign_fill, _signed_magnitude_mask(value)))
+
+    return x(x), codegen
 
 
-def _same_type(x):
-    """The NumPy scalar type of Numba integer type x, to cast results of promoted arithmetic back."""
-    return as_dtype(x).type
-
-
-@overload(float_key, jit_options={"fastmath": False})
-def _float_key_impl(x):
-    if isinstance(x, types.Integer) and x.signed:
-        shift = x.bitwidth - 1
-        magnitude_mask = (1 << shift) - 1
-        same = _same_type(x)
-        return lambda x: same(x ^ ((x >> shift) & magnitude_mask))
-    return None  # unsigned carriers hold integer data, never float bits
-
-
-def lowest_key(x):
+@intrinsic
+def lowest_key(typingctx, x):
     """The smallest value of the integer type of x (a start for a max)."""
+    if not isinstance(x, types.Integer):
+        return None
+    x = types.unliteral(x)
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(x, -(1 << (x.bitwidth - 1)) if x.signed else 0)
+
+    return x(x), codegen
 
 
-@overload(lowest_key, jit_options={"fastmath": False})
-def _lowest_key_impl(x):
-    if isinstance(x, types.Integer):
-        same = _same_type(x)
-        lowest = -(1 << (x.bitwidth - 1)) if x.signed else 0
-        return lambda x: same(lowest)
-    return None
-
-
-def flipped(key, flip):
+@intrinsic
+def flipped(typingctx, key, flip):
     """``key ^ flip`` in key's own integer type. A flip of 0 leaves keys as they are; a flip of all
     ones (-1, or the type's max for unsigned keys) reverses their order, so that the max of flipped
     keys is the flipped min: ReduceMin runs the max kernels, at the cost of one xor per element."""
+    if not (isinstance(key, types.Integer) and isinstance(flip, types.Integer)):
+        return None
+    key = types.unliteral(key)
+
+    def codegen(context, builder, signature, args):
+        return builder.xor(args[0], context.cast(builder, args[1], signature.args[1], key))
+
+    return key(key, flip), codegen
 
 
-@overload(flipped, jit_options={"fastmath": False})
-def _flipped_impl(key, flip):
-    if isinstance(key, types.Integer):
-        same = _same_type(key)
-        return lambda key, flip: same(key ^ same(flip))
-    return None
-
-
-def magnitude_bits(x):
+@intrinsic
+def magnitude_bits(typingctx, x):
     """The bits of x without the sign bit, in x's type, for a signed integer view of float bits: a NaN
     is a magnitude above the bits of +inf. Signed carriers only, as float_key."""
+    if not (isinstance(x, types.Integer) and x.signed):
+        return None
+    x = types.unliteral(x)
 
+    def codegen(context, builder, signature, args):
+        return builder.and_(args[0], _signed_magnitude_mask(args[0]))
 
-@overload(magnitude_bits, jit_options={"fastmath": False})
-def _magnitude_bits_impl(x):
-    if isinstance(x, types.Integer) and x.signed:
-        same = _same_type(x)
-        mask = (1 << (x.bitwidth - 1)) - 1
-        return lambda x: same(x & mask)
-    return None
+    return x(x), codegen
 
 
 @functools.cache
@@ -101,14 +106,14 @@ def _four_max_runs_for(float_bits):
         if float_bits:
             t0 = t1 = t2 = t3 = magnitude_bits(b0)
             for i in range(n):
-                b0, t0 = max(b0, flipped(float_key(r0[i]), flip)), max(t0, magnitude_bits(r0[i]))
-                b1, t1 = max(b1, flipped(float_key(r1[i]), flip)), max(t1, magnitude_bits(r1[i]))
-                b2, t2 = max(b2, flipped(float_key(r2[i]), flip)), max(t2, magnitude_bits(r2[i]))
-                b3, t3 = max(b3, flipped(float_key(r3[i]), flip)), max(t3, magnitude_bits(r3[i]))
+                b0, t0 = larger(b0, flipped(float_key(r0[i]), flip)), larger(t0, magnitude_bits(r0[i]))
+                b1, t1 = larger(b1, flipped(float_key(r1[i]), flip)), larger(t1, magnitude_bits(r1[i]))
+                b2, t2 = larger(b2, flipped(float_key(r2[i]), flip)), larger(t2, magnitude_bits(r2[i]))
+                b3, t3 = larger(b3, flipped(float_key(r3[i]), flip)), larger(t3, magnitude_bits(r3[i]))
         else:
             for i in range(n):
-                b0, b1 = max(b0, flipped(r0[i], flip)), max(b1, flipped(r1[i], flip))
-                b2, b3 = max(b2, flipped(r2[i], flip)), max(b3, flipped(r3[i], flip))
+                b0, b1 = larger(b0, flipped(r0[i], flip)), larger(b1, flipped(r1[i], flip))
+                b2, b3 = larger(b2, flipped(r2[i], flip)), larger(b3, flipped(r3[i], flip))
         return (b0, t0), (b1, t1), (b2, t2), (b3, t3)
 
     return four_max_runs
@@ -123,7 +128,7 @@ def max_of_quarters(four_runs, src, offset, n, best, top_magnitude, flip):
     quarter = n // 4
     quarters = four_runs(src, offset, quarter, quarter, flip)
     for j in range(4):
-        best, top_magnitude = max(best, quarters[j][0]), max(top_magnitude, quarters[j][1])
+        best, top_magnitude = larger(best, quarters[j][0]), larger(top_magnitude, quarters[j][1])
     return offset + 4 * quarter, n - 4 * quarter, best, top_magnitude
 
 
@@ -150,19 +155,19 @@ def _max_run_for(float_bits, long_runs=True):
             run = _view(src, offset, offset + n)
             if float_bits:
                 for i in range(n):
-                    best = max(best, flipped(float_key(run[i]), flip))
-                    top_magnitude = max(top_magnitude, magnitude_bits(run[i]))
+                    best = larger(best, flipped(float_key(run[i]), flip))
+                    top_magnitude = larger(top_magnitude, magnitude_bits(run[i]))
             else:
                 for i in range(n):
-                    best = max(best, flipped(run[i], flip))
+                    best = larger(best, flipped(run[i], flip))
         elif float_bits:
             for i in range(n):
                 x = src[offset + i * step]
-                best = max(best, flipped(float_key(x), flip))
-                top_magnitude = max(top_magnitude, magnitude_bits(x))
+                best = larger(best, flipped(float_key(x), flip))
+                top_magnitude = larger(top_magnitude, magnitude_bits(x))
         else:
             for i in range(n):
-                best = max(best, flipped(src[offset + i * step], flip))
+                best = larger(best, flipped(src[offset + i * step], flip))
         return best, top_magnitude
 
     return max_run
@@ -221,11 +226,11 @@ def _max_columns_for(float_bits, nrows):
         if nrows == 1:
             if float_bits:
                 for w in range(width):
-                    best[w] = max(best[w], flipped(float_key(r0[w]), flip))
-                    top_magnitude[w] = max(top_magnitude[w], magnitude_bits(r0[w]))
+                    best[w] = larger(best[w], flipped(float_key(r0[w]), flip))
+                    top_magnitude[w] = larger(top_magnitude[w], magnitude_bits(r0[w]))
             else:
                 for w in range(width):
-                    best[w] = max(best[w], flipped(r0[w], flip))
+                    best[w] = larger(best[w], flipped(r0[w], flip))
             return
         r1 = _view(src, offset + step, offset + step + width)
         r2 = _view(src, offset + 2 * step, offset + 2 * step + width)
@@ -233,14 +238,16 @@ def _max_columns_for(float_bits, nrows):
         if nrows == 4:
             if float_bits:
                 for w in range(width):
-                    best[w] = max(max(best[w], max(flipped(float_key(r0[w]), flip), flipped(float_key(r1[w]), flip))),
-                                  max(flipped(float_key(r2[w]), flip), flipped(float_key(r3[w]), flip)))
-                    top_magnitude[w] = max(max(top_magnitude[w], max(magnitude_bits(r0[w]), magnitude_bits(r1[w]))),
-                                           max(magnitude_bits(r2[w]), magnitude_bits(r3[w])))
+                    pair01 = larger(flipped(float_key(r0[w]), flip), flipped(float_key(r1[w]), flip))
+                    pair23 = larger(flipped(float_key(r2[w]), flip), flipped(float_key(r3[w]), flip))
+                    best[w] = larger(larger(best[w], pair01), pair23)
+                    magnitudes01 = larger(magnitude_bits(r0[w]), magnitude_bits(r1[w]))
+                    magnitudes23 = larger(magnitude_bits(r2[w]), magnitude_bits(r3[w]))
+                    top_magnitude[w] = larger(larger(top_magnitude[w], magnitudes01), magnitudes23)
             else:
                 for w in range(width):
-                    best[w] = max(max(best[w], max(flipped(r0[w], flip), flipped(r1[w], flip))),
-                                  max(flipped(r2[w], flip), flipped(r3[w], flip)))
+                    pair01 = larger(flipped(r0[w], flip), flipped(r1[w], flip))
+                    best[w] = larger(larger(best[w], pair01), larger(flipped(r2[w], flip), flipped(r3[w], flip)))
             return
         r4 = _view(src, offset + 4 * step, offset + 4 * step + width)
         r5 = _view(src, offset + 5 * step, offset + 5 * step + width)
@@ -248,23 +255,23 @@ def _max_columns_for(float_bits, nrows):
         r7 = _view(src, offset + 7 * step, offset + 7 * step + width)
         if float_bits:
             for w in range(width):
-                best[w] = max(best[w], max(
-                    max(max(flipped(float_key(r0[w]), flip), flipped(float_key(r1[w]), flip)),
-                        max(flipped(float_key(r2[w]), flip), flipped(float_key(r3[w]), flip))),
-                    max(max(flipped(float_key(r4[w]), flip), flipped(float_key(r5[w]), flip)),
-                        max(flipped(float_key(r6[w]), flip), flipped(float_key(r7[w]), flip)))))
-                top_magnitude[w] = max(top_magnitude[w], max(
-                    max(max(magnitude_bits(r0[w]), magnitude_bits(r1[w])),
-                        max(magnitude_bits(r2[w]), magnitude_bits(r3[w]))),
-                    max(max(magnitude_bits(r4[w]), magnitude_bits(r5[w])),
-                        max(magnitude_bits(r6[w]), magnitude_bits(r7[w])))))
+                best[w] = larger(best[w], larger(
+                    larger(larger(flipped(float_key(r0[w]), flip), flipped(float_key(r1[w]), flip)),
+                        larger(flipped(float_key(r2[w]), flip), flipped(float_key(r3[w]), flip))),
+                    larger(larger(flipped(float_key(r4[w]), flip), flipped(float_key(r5[w]), flip)),
+                        larger(flipped(float_key(r6[w]), flip), flipped(float_key(r7[w]), flip)))))
+                top_magnitude[w] = larger(top_magnitude[w], larger(
+                    larger(larger(magnitude_bits(r0[w]), magnitude_bits(r1[w])),
+                        larger(magnitude_bits(r2[w]), magnitude_bits(r3[w]))),
+                    larger(larger(magnitude_bits(r4[w]), magnitude_bits(r5[w])),
+                        larger(magnitude_bits(r6[w]), magnitude_bits(r7[w])))))
         else:
             for w in range(width):
-                best[w] = max(best[w], max(
-                    max(max(flipped(r0[w], flip), flipped(r1[w], flip)),
-                        max(flipped(r2[w], flip), flipped(r3[w], flip))),
-                    max(max(flipped(r4[w], flip), flipped(r5[w], flip)),
-                        max(flipped(r6[w], flip), flipped(r7[w], flip)))))
+                best[w] = larger(best[w], larger(
+                    larger(larger(flipped(r0[w], flip), flipped(r1[w], flip)),
+                        larger(flipped(r2[w], flip), flipped(r3[w], flip))),
+                    larger(larger(flipped(r4[w], flip), flipped(r5[w], flip)),
+                        larger(flipped(r6[w], flip), flipped(r7[w], flip)))))
 
     return max_columns
 

@@ -37,7 +37,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .base import (_U64, share, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
-                   _offset_of, _task, _walker, _view, inlined, zeroed_array)
+                   _offset_of, _task, _walker, _view, inlined, zeroed_array, larger, smaller)
 from .decode import as_bits, as_float32_bits, as_float64
 from .general import _rows_per_wide_row
 from .store import store_rounded
@@ -121,7 +121,7 @@ _renormalise_lanes_inlined = inlined(_renormalise_lanes)  # (in the kernels' IR:
 def finished_product(m, e):
     """m * 2**e in float64 (inf or 0 beyond its range; 0, inf and NaN mantissas as they are), for the
     one rounding to the output dtype: exact where the dtype's own range can hold it."""
-    return math.ldexp(m, max(-_EXPONENT_LIMIT, min(_EXPONENT_LIMIT, e)))
+    return math.ldexp(m, larger(-_EXPONENT_LIMIT, smaller(_EXPONENT_LIMIT, e)))
 
 
 def _u32_op(name):
@@ -182,8 +182,8 @@ def _split_block_float64(block):
         biased = (bits >> 52) & 0x7FF
         product *= _bits_to_float64((bits & _MANTISSA_AND_SIGN) | _ONE_EXPONENT)
         exponents += biased
-        smallest = min(smallest, biased)
-        largest = max(largest, biased)
+        smallest = smaller(smallest, biased)
+        largest = larger(largest, biased)
     return product, exponents, smallest, largest
 
 
@@ -236,7 +236,7 @@ def _split_run_product(run, m, e):
     n = run.size
     split_m, split_e = m, e
     for start in range(0, n, SPLIT_BLOCK):
-        stop = min(n, start + SPLIT_BLOCK)
+        stop = smaller(n, start + SPLIT_BLOCK)
         product, exponents, smallest, largest = _split_block(_view(run, start, stop))
         if smallest == 0 or largest == 255:
             decided, factor = _special_factor(run)
@@ -247,7 +247,7 @@ def _split_run_product(run, m, e):
     else:
         return split_m, split_e
     for start in range(0, n, SPLIT_BLOCK):  # subnormals, and no zero, infinity or NaN
-        stop = min(n, start + SPLIT_BLOCK)
+        stop = smaller(n, start + SPLIT_BLOCK)
         product, exponents, _, _ = _split_block_float64(_view(run, start, stop))
         m, e = _renormalised(m * product, e + exponents - 1023 * (stop - start))
     return m, e
@@ -264,7 +264,7 @@ def _float64_run_product(src, offset, n, step, m, e):
     if step == 1 and n >= SPLIT_MIN:
         run = _view(src, offset, offset + n)
         for start in range(0, n, SPLIT_BLOCK):
-            stop = min(n, start + SPLIT_BLOCK)
+            stop = smaller(n, start + SPLIT_BLOCK)
             block = _view(run, start, stop)
             product, exponents, smallest, largest = _split_block_float64(block)
             exponents -= 1023 * (stop - start)

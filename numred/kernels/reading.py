@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from numba import njit
 
+from .base import smaller
+
 # Memory-bound sums read several places at once: on CPUs other than AMD Zen (Intel, for one), a
 # single memory stream per thread leaves part of the read bandwidth unused, so rows are read four at
 # a time and long runs in four quarters. Runs shorter than four times this are not cut into quarters.
@@ -59,4 +61,4 @@ def every_other_span(src, offset, n):
     them (the element after the last one is read and dropped, so that the span is a whole number of
     vector iterations for n a multiple of 16, where a span of 2n - 1 would leave its tail to a
     scalar loop), else 2n - 1."""
-    return min(2 * n, src.size - offset)
+    return smaller(2 * n, src.size - offset)

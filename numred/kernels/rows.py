@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from .jit import Kernel, entry
-from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view, share, zeroed_array
+from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view, share, zeroed_array, larger, smaller
 from .columns import _fold
 from .decode import as_float64, as_wide
 from .integers import (INT_TERMS, _int_exp_run, _int_log_sum_exp, _int_mean, _int_mean_row,
@@ -94,9 +94,9 @@ def _columns_for(term):
             acc = zeroed_array(n_kept, np.float64)
             totals = zeroed_array(n_kept, np.float64)
             comps = zeroed_array(n_kept, np.float64)
-            first, end = c * rows_per_chunk, min(n_reduced, (c + 1) * rows_per_chunk)
+            first, end = c * rows_per_chunk, smaller(n_reduced, (c + 1) * rows_per_chunk)
             for j0 in range(first, end, block):  # one piece but for float64 (block: NEVER)
-                for j in range(j0, min(j0 + block, end)):
+                for j in range(j0, smaller(j0 + block, end)):
                     _add_strided_row(acc, src, base + j * step, kept_stride, term, scale)
                 _fold(acc, totals, comps)
             for k in range(n_kept):
@@ -160,7 +160,7 @@ def _float64_rows_per_task(n_kept):
     """Rows per task of float64 rows that carry a sigma from row to row (_float64_run_for): only one
     row in up to sixteen needs a separate first pass over its first piece, and at least sixteen
     tasks remain for the threads."""
-    return min(16, max(1, n_kept // 16))
+    return smaller(16, larger(1, n_kept // 16))
 
 
 def _one_pass_rows_for(term, contiguous):
@@ -178,7 +178,7 @@ def _one_pass_rows_for(term, contiguous):
         first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
         for task in range(first_task, end_task):
             sigma = 0.0
-            for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+            for k in range(task * rows_per_task, smaller(task * rows_per_task + rows_per_task, n_kept)):
                 origin = base + k * kept_stride
                 if contiguous:
                     high, low, sigma = float64_one_pass(_view(src, origin, origin + n_reduced), n_reduced, 1,
@@ -203,7 +203,7 @@ def _pieces_rows_for(term):
         first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
         for task in range(first_task, end_task):
             sigma = 0.0
-            for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+            for k in range(task * rows_per_task, smaller(task * rows_per_task + rows_per_task, n_kept)):
                 total, comp, sigma = _add_run(0.0, 0.0, sigma, src, base + k * kept_stride, n_reduced, 1, term, 1.0)
                 store_rounded(result, k, finished(_finish_sum(total, comp, term, divisor, 1.0), finish))
 
@@ -243,7 +243,7 @@ def _general_rows_for(term):
         first_task, end_task = share(-(-n_kept // rows_per_task), part, parts)
         for task in range(first_task, end_task):
             sigma = 0.0
-            for k in range(task * rows_per_task, min(task * rows_per_task + rows_per_task, n_kept)):
+            for k in range(task * rows_per_task, smaller(task * rows_per_task + rows_per_task, n_kept)):
                 shift = maxima[k] if term == SUM_EXP else scale
                 value, sigma = _float_row(src, base + k * kept_stride, n_reduced, step, term, shift, sigma, divisor)
                 store_rounded(result, k, finished(value, finish))
@@ -368,7 +368,7 @@ def int_largest_magnitudes(part, parts, src, piece, result):
     first_task, end_task = share(result.size, part, parts)
     for k in range(first_task, end_task):
         start = k * piece
-        result[k] = squares_and_largest_run(src, start, min(piece, src.size - start), 1)[1]
+        result[k] = squares_and_largest_run(src, start, smaller(piece, src.size - start), 1)[1]
 
 
 def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_reduced, step, together, inf_bits, flip,
@@ -390,7 +390,7 @@ def float_rows_extrema(part, parts, src, keys, base, kept_stride, n_kept, n_redu
         four = together == 4 and k0 + 4 <= n_kept
         if four:
             runs = four_max_key_runs(keys, base + k0 * kept_stride, kept_stride, n_reduced, flip)
-        for k in range(k0, min(k0 + together, n_kept)):
+        for k in range(k0, smaller(k0 + together, n_kept)):
             if four:
                 best, top_magnitude = runs[k - k0]
             else:
@@ -416,7 +416,7 @@ def int_rows_extrema(part, parts, src, base, kept_stride, n_kept, n_reduced, ste
         four = together == 4 and k0 + 4 <= n_kept
         if four:
             runs = four_max_value_runs(src, base + k0 * kept_stride, kept_stride, n_reduced, flip)
-        for k in range(k0, min(k0 + together, n_kept)):
+        for k in range(k0, smaller(k0 + together, n_kept)):
             if four:
                 best = runs[k - k0][0]
             else:

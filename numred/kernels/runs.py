@@ -12,7 +12,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .base import FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for, zeroed_array
+from .base import (FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for, zeroed_array,
+                   smaller)
 from .decode import as_float64, pair_sums, pair_sums4
 from .exp import exp_nonpositive
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -77,16 +78,16 @@ def _add_run_for(term, float64, contiguous):
             piece = n if n <= SPLIT_PIECE else -(-n // -(-n // SPLIT_PIECE))
             for b in range(0, n, piece):
                 if contiguous:
-                    high, low, sigma = float64_run(src, offset + b, min(piece, n - b), 1, term, shift, sigma)
+                    high, low, sigma = float64_run(src, offset + b, smaller(piece, n - b), 1, term, shift, sigma)
                 else:
-                    high, low, sigma = float64_run(src, offset + b * step, min(piece, n - b), step, term, shift,
+                    high, low, sigma = float64_run(src, offset + b * step, smaller(piece, n - b), step, term, shift,
                                                    sigma)
                 total, comp = add_compensated(total, comp, high)
                 total, comp = add_compensated(total, comp, low)
             return total, comp, sigma
         for b in range(0, n, block):
-            total, comp = add_compensated(total, comp, _float_run(src, offset + b * step, min(block, n - b), step, term,
-                                                            shift))
+            block_sum = _float_run(src, offset + b * step, smaller(block, n - b), step, term, shift)
+            total, comp = add_compensated(total, comp, block_sum)
         return total, comp, sigma
 
     return add_run

@@ -33,8 +33,8 @@ import numpy as np
 from numba import njit
 
 from .jit import entry
-from .base import (BLOCK, FASTMATH, TERM_NAMES, SQRT, SUM, SUM_ABS, _borrowed, _n_tasks,
-                   _next_run, _offset_of, _task, _view, _walker, inlined, zeroed_array)
+from .base import (BLOCK, FASTMATH, TERM_NAMES, SQRT, SUM, SUM_ABS, _borrowed, _n_tasks, _next_run, _offset_of, _task,
+                   _view, _walker, inlined, zeroed_array, larger, smaller)
 from .decode import as_bits, as_float64, as_wide
 from .exp import exp_nonpositive
 from .integers import (INT_TERMS, _add_halves128, _int_exp_run, _int_log_sum_exp, _int_mean, high_half, isqrt64,
@@ -390,8 +390,8 @@ def _float_log_sum_exp_for(float64):
                 offset += origin
                 block = BLOCK if float64 else n
                 for b in range(0, n, block):
-                    total, comp = add_compensated(total, comp, _exp_run(src, offset + b * step, min(block, n - b), step,
-                                                                    top))
+                    block_sum = _exp_run(src, offset + b * step, smaller(block, n - b), step, top)
+                    total, comp = add_compensated(total, comp, block_sum)
                 pos += n
             store_rounded(result, k, top + math.log(compensated_value(total, comp)))
 
@@ -436,7 +436,7 @@ def serial_int_l2(src, base, dims, kept_ndim, largest_fit, root_max, result):
             offset, n = _next_run(pos, nr, rshape, rstrides)
             run_squares, run_largest = squares_and_largest_run(src, origin + offset, n, step)
             squares += run_squares
-            largest = max(largest, run_largest)
+            largest = larger(largest, run_largest)
             pos += n
         root = isqrt64(squares)
         result[k] = root

@@ -41,6 +41,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .base import larger
+
 _U64 = np.uint64
 
 
@@ -86,7 +88,7 @@ def combine_wrapping(total, other_total):
 @njit(fastmath=False)
 def combine_maxima(key, nans, other_key, other_nans):
     """Two maxima of keys (in one integer type) and their NaN counts as one."""
-    return max(key, other_key), nans + other_nans
+    return larger(key, other_key), nans + other_nans
 
 
 @njit(fastmath=False)

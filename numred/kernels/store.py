@@ -9,9 +9,10 @@ import math
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from .base import BLOCK, LOG, NEVER, SQRT, SUM_EXP, _float32_to_bits
+from .base import BLOCK, LOG, NEVER, SQRT, SUM_EXP, _float32_to_bits, larger
 from .states import compensated_value
 
 
@@ -57,7 +58,7 @@ def _float32_bits_to_half_bits(word):
         odd = (magnitude >> np.uint32(13)) & np.uint32(1)
         return np.uint16(sign | ((magnitude - np.uint32(112 << 23) + np.uint32(0xFFF) + odd) >> np.uint32(13)))
     # a subnormal half or zero: the significand in units of 2**-24, shifted with ties to even
-    exponent = max(np.int64(magnitude >> np.uint32(23)), 1)
+    exponent = larger(np.int64(magnitude >> np.uint32(23)), 1)
     significand = np.uint64(magnitude & np.uint32(0x7FFFFF))
     if magnitude >= np.uint32(0x800000):
         significand |= np.uint64(0x800000)  # the implicit bit of a normal float32
@@ -69,38 +70,59 @@ def _float32_bits_to_half_bits(word):
     return np.uint16(sign | np.uint32(half))
 
 
-def store_rounded(result, k, value):
+def _store_half(result, k, value):
+    if math.isnan(value):
+        result[k] = np.uint16(0x7E00)
+    else:
+        result[k] = _float32_bits_to_half_bits(_round_to_odd_float32_bits(value))
+
+
+def _store_bfloat16(result, k, value):
+    if math.isnan(value):
+        result[k] = np.int16(0x7FC0)
+    else:
+        word = _round_to_odd_float32_bits(value)
+        result[k] = np.int16(np.uint16(
+            (word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)))
+
+
+def _store_truncated(result, k, value):
+    result[k] = np.int64(value)  # float -> int truncates toward zero
+
+
+@intrinsic
+def store_rounded(typingctx, result, k, value):
     """result[k] = float64 ``value`` rounded once to the output dtype. float32 and float64 results
     are float arrays (the store rounds). float16 and bfloat16 results travel as their bits, in the
     carrier dtypes of the input (uint16: float16, int16: bfloat16), rounded here; ml_dtypes would
-    round bfloat16 through float32, twice, and NumPy passes over small results cost microseconds."""
+    round bfloat16 through float32, twice, and NumPy passes over small results cost microseconds.
+    int32 and uint32 results are the means of 32-bit integer tiles (EXACT_FLOAT_INT_COUNT),
+    truncated toward zero. An intrinsic: as an overload, Numba compiled it in every process, per
+    dtype, on a first call (25-45 ms); float results are stored in place, the others through their
+    Python functions above."""
+    if not (isinstance(result, types.Array) and result.ndim == 1 and isinstance(k, types.Integer)
+            and value == types.float64):
+        return None
+    dtype = result.dtype
+    store = {types.uint16: _store_half, types.int16: _store_bfloat16, types.int32: _store_truncated,
+             types.uint32: _store_truncated}.get(dtype)
+    if isinstance(dtype, types.Float):
 
+        def codegen(context, builder, signature, args):
+            array = context.make_array(result)(context, builder, args[0])
+            index = context.cast(builder, args[1], signature.args[1], types.intp)
+            pointer = cgutils.get_item_pointer(context, builder, result, array, [index])
+            context.pack_value(builder, dtype, context.cast(builder, args[2], types.float64, dtype), pointer)
+            return context.get_dummy_value()
 
-@overload(store_rounded, jit_options={"fastmath": False})
-def _store_rounded_impl(result, k, value):
-    if isinstance(result.dtype, types.Float):
-        def store(result, k, value):
-            result[k] = value
-    elif result.dtype == types.uint16:  # float16
-        def store(result, k, value):
-            if math.isnan(value):
-                result[k] = np.uint16(0x7E00)
-            else:
-                result[k] = _float32_bits_to_half_bits(_round_to_odd_float32_bits(value))
-    elif result.dtype == types.int16:  # bfloat16
-        def store(result, k, value):
-            if math.isnan(value):
-                result[k] = np.int16(0x7FC0)
-            else:
-                word = _round_to_odd_float32_bits(value)
-                result[k] = np.int16(np.uint16(
-                    (word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)))
-    elif result.dtype in (types.int32, types.uint32):  # means of 32-bit integer tiles (EXACT_FLOAT_INT_COUNT)
-        def store(result, k, value):
-            result[k] = np.int64(value)  # float -> int truncates toward zero
+    elif store is not None:
+
+        def codegen(context, builder, signature, args):
+            return context.compile_internal(builder, store, signature, args)
+
     else:
         return None
-    return store
+    return types.none(result, k, value), codegen
 
 
 @njit(fastmath=False)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view, share, zeroed_array
+from .base import (BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view, larger, share, smaller,
+                   zeroed_array)
 from .columns import _float_columns, _fold
 from .decode import as_float64
 from .integers import (_add_halves128, _int_columns, _int_columns4, _int_columns8, _int_mean,
@@ -74,7 +75,7 @@ def _narrow_block_sums(src, offset, n, term, scale, acc):
         _narrow_rows4(run, p, term, scale, acc)
         p += 4 * NARROW_ROW
     while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
-        _float_columns(src, offset + p, NARROW_ROW, 1, min(NARROW_ROW, n - p), term, scale, acc[:0], 0, acc)
+        _float_columns(src, offset + p, NARROW_ROW, 1, smaller(NARROW_ROW, n - p), term, scale, acc[:0], 0, acc)
         p += NARROW_ROW
 
 
@@ -96,19 +97,19 @@ def _float_tiles_for(term, narrow):
             n = n_reduced * n_inner
             compensated = compensation_block(src) < NEVER
             # several small blocks per task: its arrays are allocated once
-            per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
+            per_task = larger(1, smaller(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
             first_task, end_task = share(-(-n_outer // per_task), part, parts)
             for task in range(first_task, end_task):
                 acc = zeroed_array(NARROW_ROW, np.float64)
                 totals = zeroed_array(n_inner if compensated else 0, np.float64)
                 comps = zeroed_array(n_inner if compensated else 0, np.float64)
-                for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
+                for outer in range(task * per_task, smaller(n_outer, (task + 1) * per_task)):
                     offset = base + outer * outer_stride
                     if compensated:  # float64: plain sums of BLOCK terms per accumulator, folded as float_sums does
                         totals[:] = 0.0
                         comps[:] = 0.0
                         for p in range(0, n, BLOCK * NARROW_ROW):
-                            _narrow_block_sums(src, offset + p, min(BLOCK * NARROW_ROW, n - p), term, scale, acc)
+                            _narrow_block_sums(src, offset + p, smaller(BLOCK * NARROW_ROW, n - p), term, scale, acc)
                             _fold(acc, totals, comps)
                         for w in range(n_inner):
                             store_rounded(result, outer * n_inner + w,
@@ -127,7 +128,7 @@ def _float_tiles_for(term, narrow):
         for task in range(first_task, end_task):
             outer = np.int64(task) // tiles_per_row
             k0 = (np.int64(task) - outer * tiles_per_row) * tile
-            width = min(tile, n_inner - k0)
+            width = smaller(tile, n_inner - k0)
             offset = base + outer * outer_stride + k0
             acc = zeroed_array(width, np.float64)
             no_maxima = acc[:0]  # (SUM_EXP's)
@@ -164,13 +165,13 @@ def _int_tiles_for(term):
         src = _borrowed(src)
         n = n_reduced * n_inner
         count = _U64(count)
-        per_task = max(1, min(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
+        per_task = larger(1, smaller(NARROW_TASK_ELEMENTS // n, n_outer // FEW_NARROW_TASKS))
         first_task, end_task = share(-(-n_outer // per_task), part, parts)
         for task in range(first_task, end_task):
             # the low halves (or wrapping squares) and high halves of each column, as in int_sums
             low_acc = low_accumulators(src, result, NARROW_ROW)
             high_acc = zeroed_array(0 if term else NARROW_ROW, np.int64)
-            for outer in range(task * per_task, min(n_outer, (task + 1) * per_task)):
+            for outer in range(task * per_task, smaller(n_outer, (task + 1) * per_task)):
                 offset = base + outer * outer_stride
                 p = 0
                 if term:
@@ -186,7 +187,7 @@ def _int_tiles_for(term):
                                   term, low_acc, high_acc)
                     p += 4 * NARROW_ROW
                 while p < n:  # rows of NARROW_ROW, and the last part: whole rows of the outputs' width
-                    _int_columns(_view(src, offset + p, offset + min(p + NARROW_ROW, n)), term, low_acc,
+                    _int_columns(_view(src, offset + p, offset + smaller(p + NARROW_ROW, n)), term, low_acc,
                                  high_acc)
                     p += NARROW_ROW
                 for w in range(n_inner):  # output w's columns are w, w + n_inner, ...
