@@ -202,6 +202,24 @@ larger = _integer_pick(True, "larger(a, b): max(a, b) of two integers, in the ty
 smaller = _integer_pick(False, "smaller(a, b): min(a, b) of two integers, in the type they unify to.")
 
 
+def call_part(typingctx, part, arg_types, kept):
+    """For an intrinsic that dispatches on constant arguments: its (signature, codegen), which call
+    the njit function ``part`` (chosen by the intrinsic from the constants) with the arguments at
+    the positions ``kept``. An overload that only forwards to such a part is compiled as a function
+    of its own in every first call (80-90 ms); this call is lowered in place, as the overload's
+    inlined call was."""
+    part_type = typingctx.resolve_value_type(part)
+    part_signature = typingctx.resolve_function_type(part_type, tuple(arg_types[i] for i in kept), {})
+    if part_signature is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        values = [context.cast(builder, args[i], signature.args[i], to) for i, to in zip(kept, part_signature.args)]
+        return context.get_function(part_type, part_signature)(builder, values)
+
+    return part_signature.return_type(*arg_types), codegen
+
+
 @njit(fastmath=False, inline="always")
 def integer_total(lanes):
     """lanes.sum() of an integer array, in its own type (wrapping): the same loop, without compiling

@@ -11,7 +11,7 @@ from numba import njit, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 
-from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _constant, _view, njit_for, larger
+from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _constant, _view, call_part, larger, njit_for
 from .decode import as_float64
 from .reading import STREAMS_MIN_RUN
 
@@ -185,32 +185,27 @@ max_key_run = _max_run_for(True, long_runs=False)
 max_value_run = _max_run_for(False, long_runs=False)
 
 
-# Kernels reach the max_run and max_columns of their kind of data through these overloads on a
+# Kernels reach the max_run and max_columns of their kind of data through these intrinsics on a
 # literal float_bits, not as captured dispatchers: Numba keys a cached kernel by its closure's
 # pickled contents, and a dispatcher pickles differently in every process (a disk-cache miss each
 # time).
-def max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
-    """_max_run_for(float_bits)'s max_run, long runs in two streams (the general and block kernels');
-    ``float_bits`` a constant."""
+def _max_run_by_kind(long_runs, doc):
+    @intrinsic(prefer_literal=True)
+    def max_run_by_kind(typingctx, src, offset, n, step, float_bits, best, top_magnitude, flip):
+        part = _max_run_for(_constant(float_bits, "float_bits"), long_runs)
+        return call_part(typingctx, part, (src, offset, n, step, float_bits, best, top_magnitude, flip),
+                         (0, 1, 2, 3, 5, 6, 7))
 
-
-def short_max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
-    """max_run for runs shorter than 2 * STREAMS_MIN_RUN elements (serial kernels: every input below
-    the parallel size), read in one stream."""
-
-
-def _max_run_overload(long_runs):
-    def max_run_by_kind(src, offset, n, step, float_bits, best, top_magnitude, flip):
-        specialised = _max_run_for(_constant(float_bits, "float_bits"), long_runs)
-        return lambda src, offset, n, step, float_bits, best, top_magnitude, flip: specialised(
-            src, offset, n, step, best, top_magnitude, flip)
-
+    max_run_by_kind.__doc__ = doc
     return max_run_by_kind
 
 
-overload(max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})(_max_run_overload(True))
-overload(short_max_run, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})(
-    _max_run_overload(False))
+max_run = _max_run_by_kind(True, """max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
+    _max_run_for(float_bits)'s max_run, long runs in two streams (the general and block kernels');
+    ``float_bits`` a constant.""")
+short_max_run = _max_run_by_kind(False, """short_max_run(src, offset, n, step, float_bits, best, top_magnitude, flip):
+    max_run for runs shorter than 2 * STREAMS_MIN_RUN elements (serial kernels: every input below the
+    parallel size), read in one stream.""")
 
 
 @functools.cache
@@ -276,15 +271,12 @@ def _max_columns_for(float_bits, nrows):
     return max_columns
 
 
-def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
+@intrinsic(prefer_literal=True)
+def max_columns(typingctx, src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
     """_max_columns_for(float_bits, nrows)'s max_columns; ``nrows`` and ``float_bits`` constants."""
-
-
-@overload(max_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
-def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
-    specialised = _max_columns_for(_constant(float_bits, "float_bits"), _constant(nrows, "nrows"))
-    return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude, flip: specialised(
-        src, offset, step, width, best, top_magnitude, flip)
+    part = _max_columns_for(_constant(float_bits, "float_bits"), _constant(nrows, "nrows"))
+    return call_part(typingctx, part, (src, offset, step, nrows, width, float_bits, best, top_magnitude, flip),
+                     (0, 1, 2, 4, 6, 7, 8))
 
 
 def key_to_float64(key, carrier):

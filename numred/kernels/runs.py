@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 from numba import njit, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
-from .base import (FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, njit_for, zeroed_array,
-                   smaller)
+from .base import (FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, call_part, njit_for,
+                   smaller, zeroed_array)
 from .decode import as_float64, pair_sums, pair_sums4
 from .exp import exp_nonpositive
 from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, STRIDED_LANES,
@@ -57,13 +57,6 @@ def _float_runs4(src, first, gap, n, term, shift):
     return s0, s1, s2, s3
 
 
-def _add_run(total, comp, sigma, src, offset, n, step, term, shift):
-    """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
-    the sigma of its last split piece: float64 sums and sums of squares nearly exactly in equal pieces
-    of at most SPLIT_PIECE (_float64_run_for; ``sigma`` is the previous piece's), float64 exp sums plainly
-    in pieces of BLOCK, and narrower floats plainly at once."""
-
-
 @functools.cache
 def _add_run_for(term, float64, contiguous):
     """_add_run for one ``term``, for float64 data or not, and for contiguous runs (a literal step 1
@@ -93,16 +86,17 @@ def _add_run_for(term, float64, contiguous):
     return add_run
 
 
-@overload(_add_run, prefer_literal=True, inline="always", jit_options={"fastmath": False})
-def _add_run_by_mode(total, comp, sigma, src, offset, n, step, term, shift):
+@intrinsic(prefer_literal=True)
+def _add_run(typingctx, total, comp, sigma, src, offset, n, step, term, shift):
+    """(total, comp) plus the sum of one run's terms (as in _float_run), compensated (Neumaier), and
+    the sigma of its last split piece: float64 sums and sums of squares nearly exactly in equal pieces
+    of at most SPLIT_PIECE (_float64_run_for; ``sigma`` is the previous piece's), float64 exp sums plainly
+    in pieces of BLOCK, and narrower floats plainly at once."""
     float64 = src.dtype == types.float64
     # contiguity matters to the float64 split sums only: other data compiles one add_run for both
-    specialised = _add_run_for(_constant(term, "term"), float64, float64 and _is_one(step))
-
-    def call(total, comp, sigma, src, offset, n, step, term, shift):
-        return specialised(total, comp, sigma, src, offset, n, step, shift)
-
-    return call
+    part = _add_run_for(_constant(term, "term"), float64, float64 and _is_one(step))
+    return call_part(typingctx, part, (total, comp, sigma, src, offset, n, step, term, shift),
+                     (0, 1, 2, 3, 4, 5, 6, 8))
 
 
 # The term tests sit outside the loops on purpose: a branch inside a loop keeps LLVM from
@@ -245,11 +239,6 @@ def _every_other_sum(span, squares, shift):
     return acc
 
 
-def _float_row(src, origin, n, step, term, shift, sigma, divisor):
-    """One output of float_rows over its run, finished (_finish_sum), and the sigma its float64 split
-    sums ended with (_add_run; ``sigma`` is the one to start from)."""
-
-
 @functools.cache
 def _float_row_for(term, float64):
     """_float_row for one ``term`` and for float64 data or not, constants: the other terms' loops and
@@ -269,11 +258,9 @@ def _float_row_for(term, float64):
     return float_row
 
 
-@overload(_float_row, prefer_literal=True, inline="always", jit_options={"fastmath": False})
-def _float_row_by_mode(src, origin, n, step, term, shift, sigma, divisor):
-    specialised = _float_row_for(_constant(term, "term"), src.dtype == types.float64)
-
-    def call(src, origin, n, step, term, shift, sigma, divisor):
-        return specialised(src, origin, n, step, shift, sigma, divisor)
-
-    return call
+@intrinsic(prefer_literal=True)
+def _float_row(typingctx, src, origin, n, step, term, shift, sigma, divisor):
+    """One output of float_rows over its run, finished (_finish_sum), and the sigma its float64 split
+    sums ended with (_add_run; ``sigma`` is the one to start from)."""
+    part = _float_row_for(_constant(term, "term"), src.dtype == types.float64)
+    return call_part(typingctx, part, (src, origin, n, step, term, shift, sigma, divisor), (0, 1, 2, 3, 5, 6, 7))
