@@ -6,11 +6,22 @@ from __future__ import annotations
 import functools
 
 from numba import njit
-from numba.extending import intrinsic
+from numba.extending import overload
 
-from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _constant, _view, call_part, njit_for
+from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _constant, _view, njit_for
 from .decode import as_float64
 from .exp import exp_nonpositive
+
+
+def _float_columns(src, offset, step, nrows, width, term, scale, maxima, k0, acc):
+    """acc[w] += the terms (as in _float_run: x * scale, x * x, exp(x - max), |x|) of element w of
+    ``nrows`` (1, 4, or 8 but not for SUM_EXP) rows of a tile. Tiles exist only over contiguous kept
+    elements, so a row is a contiguous run. Several rows per call cut the traffic to ``acc``: eight
+    halve it again against four (a gain for float32; no loss for float16 and float64). Eight rows'
+    terms are added as one chain of x * scale (multiply-adds, by contraction): on Zen 4 conversions
+    and additions share two pipes and multiply-adds have two others, which frees those two pipes for
+    the float16 and bfloat16 conversions of column means (sums of squares gain nothing so, and stay
+    a tree)."""
 
 
 @functools.cache
@@ -87,19 +98,14 @@ def _float_columns_for(nrows, term):
     return float_columns
 
 
-@intrinsic(prefer_literal=True)
-def _float_columns(typingctx, src, offset, step, nrows, width, term, scale, maxima, k0, acc):
-    """acc[w] += the terms (as in _float_run: x * scale, x * x, exp(x - max), |x|) of element w of
-    ``nrows`` (1, 4, or 8 but not for SUM_EXP) rows of a tile. Tiles exist only over contiguous kept
-    elements, so a row is a contiguous run. Several rows per call cut the traffic to ``acc``: eight
-    halve it again against four (a gain for float32; no loss for float16 and float64). Eight rows'
-    terms are added as one chain of x * scale (multiply-adds, by contraction): on Zen 4 conversions
-    and additions share two pipes and multiply-adds have two others, which frees those two pipes for
-    the float16 and bfloat16 conversions of column means (sums of squares gain nothing so, and stay
-    a tree)."""
-    part = _float_columns_for(_constant(nrows, "nrows"), _constant(term, "term"))
-    return call_part(typingctx, part, (src, offset, step, nrows, width, term, scale, maxima, k0, acc),
-                     (0, 1, 2, 4, 6, 7, 8, 9))
+@overload(_float_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _float_columns_by_rows(src, offset, step, nrows, width, term, scale, maxima, k0, acc):
+    specialised = _float_columns_for(_constant(nrows, "nrows"), _constant(term, "term"))
+
+    def call(src, offset, step, nrows, width, term, scale, maxima, k0, acc):
+        return specialised(src, offset, step, width, scale, maxima, k0, acc)
+
+    return call
 
 
 @njit(fastmath=False)

@@ -271,12 +271,15 @@ def _max_columns_for(float_bits, nrows):
     return max_columns
 
 
-@intrinsic(prefer_literal=True)
-def max_columns(typingctx, src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
+def max_columns(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
     """_max_columns_for(float_bits, nrows)'s max_columns; ``nrows`` and ``float_bits`` constants."""
-    part = _max_columns_for(_constant(float_bits, "float_bits"), _constant(nrows, "nrows"))
-    return call_part(typingctx, part, (src, offset, step, nrows, width, float_bits, best, top_magnitude, flip),
-                     (0, 1, 2, 4, 6, 7, 8))
+
+
+@overload(max_columns, prefer_literal=True, inline="always", jit_options={"fastmath": FASTMATH})
+def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_magnitude, flip):
+    specialised = _max_columns_for(_constant(float_bits, "float_bits"), _constant(nrows, "nrows"))
+    return lambda src, offset, step, nrows, width, float_bits, best, top_magnitude, flip: specialised(
+        src, offset, step, width, best, top_magnitude, flip)
 
 
 def key_to_float64(key, carrier):
