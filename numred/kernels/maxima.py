@@ -185,8 +185,8 @@ max_key_run = _max_run_for(True, long_runs=False)
 max_value_run = _max_run_for(False, long_runs=False)
 
 
-# Kernels reach the max_run and max_columns of their kind of data through these intrinsics on a
-# literal float_bits, not as captured dispatchers: Numba keys a cached kernel by its closure's
+# Kernels reach the max_run (these intrinsics) and max_columns (the overload further down) of their
+# kind of data through a literal float_bits, not as captured dispatchers: Numba keys a cached kernel by its closure's
 # pickled contents, and a dispatcher pickles differently in every process (a disk-cache miss each
 # time).
 def _max_run_by_kind(long_runs, doc):
