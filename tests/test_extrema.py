@@ -238,7 +238,10 @@ def test_vectorised_exp_is_within_two_and_a_half_ulp():
     # numred.kernels.exp.exp_nonpositive (the exp of every float log-sum-exp term) against 40-digit
     # mpmath: points across [-708, 0], near 0, and on both sides of the ln(2)/2 range-reduction
     # boundaries; below -708 (and -inf) it gives 0, which cannot move a sum holding exp(0) = 1.
-    from numred.kernels.exp import exp_nonpositive
+    from numba import njit
+    from numred.kernels import exp
+
+    exp_nonpositive = njit(lambda x: exp.exp_nonpositive(x))  # (a subroutine: called from jitted code only)
 
     mpmath.mp.dps = 40
     rng = np.random.default_rng(11)

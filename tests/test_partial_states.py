@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from types import SimpleNamespace
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
-from numred.kernels import states
+from numred.kernels import states as _states
+
+# The rules are subroutines (numred.kernels.jit), callable from jitted code only: each through an
+# njit caller, compiled as the kernels compile them.
+states = SimpleNamespace(
+    compensated_value=njit(lambda total, comp: _states.compensated_value(total, comp)),
+    combine_sums=njit(lambda a, b, c, d: _states.combine_sums(a, b, c, d)),
+    combine_wide=njit(lambda a, b, c, d: _states.combine_wide(a, b, c, d)),
+    combine_wrapping=njit(lambda a, b: _states.combine_wrapping(a, b)),
+    combine_maxima=njit(lambda a, b, c, d: _states.combine_maxima(a, b, c, d)),
+    combine_exp_sums=njit(lambda a, b, c, d, e, f: _states.combine_exp_sums(a, b, c, d, e, f)),
+)
 
 U = 2.0**-53
 settings_ = settings(max_examples=60, deadline=None)

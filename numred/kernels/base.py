@@ -20,7 +20,7 @@ from numba.core.imputils import impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import _empty_nd_impl, populate_array
 
-from .jit import renamed_copy
+from .jit import renamed_copy, subroutine
 
 # reassociation lets LLVM vectorise the sums; fastmath=True would also assume no NaN/inf and
 # delete exactly the checks the contract depends on.
@@ -38,8 +38,8 @@ NEVER = 1 << 62  # the compensation block of narrower floats
 _U64 = np.uint64
 
 
-def njit_for(*constants, **options):
-    """``njit(**options)`` for a function made by a factory, under a name of its own per factory
+def njit_for(*constants, fastmath):
+    """A ``subroutine`` (kernels.jit) for a function made by a factory, under a name of its own per factory
     arguments (``constants``): Numba names compiled code after the qualified name, the signature and
     a per-process counter, so two closures of one factory with the same signature, compiled in
     different processes and linked into cached kernels that one process loads, could share a symbol
@@ -49,7 +49,7 @@ def njit_for(*constants, **options):
         suffix = "_".join(str(int(c)) if isinstance(c, bool) else str(c) for c in constants)
         fn.__name__ = f"{fn.__name__}_{suffix}"
         fn.__qualname__ = f"{fn.__qualname__}_{suffix}"
-        return njit(**options)(fn)
+        return subroutine(fastmath)(fn)
 
     return decorate
 
@@ -208,6 +208,7 @@ def call_part(typingctx, part, arg_types, kept):
     the positions ``kept``. An overload that only forwards to such a part is compiled as a function
     of its own in every first call (80-90 ms); this call is lowered in place, as the overload's
     inlined call was."""
+    typingctx.refresh()  # (a part made by its factory while typing is registered since the last refresh)
     part_type = typingctx.resolve_value_type(part)
     part_signature = typingctx.resolve_function_type(part_type, tuple(arg_types[i] for i in kept), {})
     if part_signature is None:

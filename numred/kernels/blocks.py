@@ -17,7 +17,7 @@ from .runs import _add_run
 from .store import _finish_sum, finished, store_rounded
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")  # integer arithmetic: the caller's flags change nothing
 def _group_of_outputs(group, n_kept, groups):
     """(first output, count) of task ``group`` of ``groups`` in a single-block kernel: the outputs
     cut into groups whose sizes differ by at most one."""

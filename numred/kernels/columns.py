@@ -8,6 +8,7 @@ import functools
 from numba import njit
 from numba.extending import overload
 
+from .jit import subroutine
 from .base import FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _constant, _view, njit_for
 from .decode import as_float64
 from .exp import exp_nonpositive
@@ -108,7 +109,7 @@ def _float_columns_by_rows(src, offset, step, nrows, width, term, scale, maxima,
     return call
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _fold(acc, totals, comps):
     """Add the plain accumulators into the compensated totals of their columns (acc[j] belongs to
     column j % totals.size) and clear them."""

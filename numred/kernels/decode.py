@@ -8,13 +8,14 @@ from numba import njit, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 
+from .jit import subroutine
 from .base import (FASTMATH, SUM, SUM_SQUARES, _U64, _bits_to_float32, _bits_to_float64, _float32_to_bits,
                    _float64_to_bits)
 
 _HALF_REBIAS = 2.0**1008  # 2**(1023 - 15): float64 exponent bias minus float16's
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _half_bits_to_float64(h):
     # IEEE binary16 -> float64 with integer operations and one exact multiply, without branches so
     # that loops over float16 data vectorise. LLVM's half type crashes (a segfault) on CPUs
@@ -159,19 +160,19 @@ def _pair_values_impl(run, index):
 
 # FASTMATH is safe in these: a bfloat16 value's square is exact in float64, so a fused multiply-add
 # rounds as the separate operations would, and bfloat16 sums of squares take fewer instructions.
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _pair_sum(run, index):
     low, high = pair_values(run, index)
     return low + high
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _pair_square_sum(run, index):
     low, high = pair_values(run, index)
     return low * low + high * high
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _pair_abs_sum(run, index):
     low, high = pair_values(run, index)
     return abs(low) + abs(high)

@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from .jit import subroutine
 from .base import FASTMATH, _bits_to_float64, _float64_to_bits, smaller
 from .decode import as_bits
 
@@ -36,7 +37,7 @@ _EXP_Q = (
 # Contraction only: reassociation would fold (t + _SHIFTER) - _SHIFTER into t, while a multiply of
 # the caller's fused into the first addition rounds an exact product, as good as a rounded one, in
 # one instruction instead of two
-@njit(fastmath={"contract"})
+@subroutine(fastmath={"contract"})
 def _round_to_integer(t):
     """(round(t) as float64, and the float64 whose low bits hold round(t) as an integer): a float to
     int conversion would be scalarised, this stays in vector registers."""
@@ -44,7 +45,7 @@ def _round_to_integer(t):
     return shifted - _SHIFTER, _float64_to_bits(shifted)
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def exp_nonpositive(x):
     """exp(x) for x <= 0 (after the max shift), within about 2 ulp, in a form LLVM vectorises: Numba's
     math.exp is a scalar libm call, which no loop vectorises around. exp(x) = 2**k * exp(r), |r| <= ln(2)/2, exp(r) by the

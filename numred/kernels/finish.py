@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .jit import entry
+from .jit import entry, subroutine
 from .base import _U64
 from .integers import _int_log_sum_exp, _int_mean, isqrt64
 from .maxima import key_to_float64
@@ -16,7 +16,7 @@ from .states import combine_exp_sums, combine_maxima, combine_sums, combine_wide
 from .store import finished, store_rounded
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _combined_sum(out_total, out_comp, k, nchunks):
     """The compensated sum of the chunk partials of output k, in chunk order."""
     total = 0.0

@@ -9,6 +9,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .jit import subroutine
 from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, share, _next_run, _offset_of, _task, _walker,
                    _view, filled_array, new_array, zeroed_array, larger, smaller)
 from .columns import _float_columns, _fold
@@ -36,7 +37,7 @@ MIN_WIDE_ROWS = 64
 EIGHT_ROWS_MIN_WIDTH = 256
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _rows_per_wide_row(width, step, n_rows):
     """How many back-to-back rows of ``width`` elements a task of ``n_rows`` rows reads as one."""
     if step != width or 2 * width > WIDE_ROW:
@@ -371,14 +372,14 @@ def int_sum_exp(part, parts, src, base, dims, kept_ndim, nchunks, tile, maxima, 
                     out_total[(k0 + w) * nchunks + c] = acc[w]
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _int_exp_columns(row, tops, acc):
     """acc[w] += exp(row[w] - tops[w]): one row of a tile."""
     for w in range(row.size):
         acc[w] += exp_of_minus_distance(row[w], tops[w])
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _int_exp_columns4(src, offset, step, width, tops, acc):
     """acc[w] += the exp(x - tops[w]) of element w of four rows ``step`` apart (as _float_columns)."""
     r0 = _view(src, offset, offset + width)

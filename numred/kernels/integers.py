@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from .jit import subroutine
 from .base import (FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _U64, _constant, _view, zeroed_array, integer_total, larger,
                    smaller)
 from .decode import as_bits
@@ -173,7 +174,7 @@ def _term_bits_impl(x, term):
     return lambda x, term: square_bits(x)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _term_run(src, offset, n, step, term):
     """Sum of x * x (or |x|: term_bits) modulo 2**64 over one run, as uint64 (a local accumulator:
     vectorises)."""
@@ -208,7 +209,7 @@ def _term_run(src, offset, n, step, term):
     return total
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def squares_and_largest_run(src, offset, n, step):
     """(sum of x * x modulo 2**64, max |x|) over one run of n >= 1 elements, as uint64, in one loop
     that vectorises: the max |x| from the run's min and max in its own integer type, whose lanes are
@@ -232,7 +233,7 @@ def squares_and_largest_run(src, offset, n, step):
     return total, larger(abs_bits(lowest), abs_bits(highest))
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def isqrt64(s):
     """floor(sqrt(s)) of a uint64 s, exactly: float64's square root is within one of it (the root of
     a number below 2**64 is below 2**32, so its square is exact in uint64)."""
@@ -245,7 +246,7 @@ def isqrt64(s):
     return root
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _add_halves128(low, high, low_sum, high_sum):
     """(low, high) += high_sum * 2**32 + low_sum, in uint64 two's complement."""
     new_low = low + low_sum
@@ -255,7 +256,7 @@ def _add_halves128(low, high, low_sum, high_sum):
     return new_low, high + np.uint64(high_sum >> 32) + _U64(new_low < low)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_columns(row, term, low_acc, high_acc):
     """Per column of a tile row (contiguous): low_acc += x * x (wrapping) when ``term``, else the
     32-bit halves of x into low_acc and high_acc (carry-free, so the loop vectorises)."""
@@ -271,7 +272,7 @@ def _int_columns(row, term, low_acc, high_acc):
             high_acc[i] += high_half(row[i])
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_columns4(r0, r1, r2, r3, term, low_acc, high_acc):
     """_int_columns over four rows at once: a quarter of the traffic to the accumulators."""
     if term:
@@ -289,7 +290,7 @@ def _int_columns4(r0, r1, r2, r3, term, low_acc, high_acc):
             high_acc[i] += (high_half(r0[i]) + high_half(r1[i])) + (high_half(r2[i]) + high_half(r3[i]))
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_columns8(src, start, step, width, term, low_acc, high_acc):
     """_int_columns over element i of eight rows ``step`` apart, for sums of squares and for sums of
     ``narrow`` data (not the halves of 64-bit data): an eighth of the traffic to the accumulators,
@@ -341,7 +342,7 @@ def _low_accumulators_impl(src, result, n):
     return lambda src, result, n: zeroed_array(n, np.uint64)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _fold_halves(low_acc, high_acc, low, high, term, narrow):
     """Add the column accumulators (column i % low.size) into the 128-bit sums and clear them. Only
     the accumulators a sum uses exist: low_acc for squares, high_acc for ``narrow`` data (whole sums,
@@ -362,7 +363,7 @@ def _fold_halves(low_acc, high_acc, low, high, term, narrow):
                 high_acc[i0 + w] = 0
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_runs4(src, first, gap, n, term):
     """Four contiguous runs of ``n`` elements ``gap`` apart, read together as in _float_runs4: their
     wrapping sums of squares (``term``) or, for data of 32 bits or fewer and n <= HALVES_BLOCK,
@@ -394,7 +395,7 @@ def _int_runs4(src, first, gap, n, term):
     return _U64(t0), _U64(t1), _U64(t2), _U64(t3)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_mean_row(src, origin, n, step, count):
     """The exact mean over ``count`` elements of one output of int_rows, over its run, as uint64 bits."""
     low = _U64(0)
@@ -405,7 +406,7 @@ def _int_mean_row(src, origin, n, step, count):
     return _int_mean(low, high, count)
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _int_exp_run(src, offset, n, step, top):
     """Sum of exp(x - top) over one run of integers (a slice when contiguous, as in _max_run_for)."""
     total = 0.0
@@ -429,7 +430,7 @@ def _cast_like_impl(template, x):
     return lambda template, x: target(x)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_log_sum_exp(m, total, count, type_max):
     """(trunc(m + log(total)) exactly, in the widened type of the max ``m``; whether it is decided and
     fits, i.e. the true result is at most ``type_max``, the largest value of the input dtype). ``total`` is the sum of
@@ -453,7 +454,7 @@ def _int_log_sum_exp(m, total, count, type_max):
     return m + whole + cast_like(m, count > 1), True
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_mean(low, high, count):
     """The 128-bit two's-complement sum (low, high) divided by ``count`` (uint64), truncated toward
     zero, as uint64 two's-complement bits: a mean. With ``count`` 1, the sum modulo 2**64."""

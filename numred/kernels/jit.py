@@ -10,6 +10,9 @@
 - ``CompileNotice``: the first kernel compiled in a process says so once, through the ``numred``
   logger (silent unless the application shows INFO records): a first call that compiles takes
   seconds, where later ones take microseconds.
+- ``subroutine``: a helper compiled into the kernels that call it, with its own fastmath flags, not
+  as a function Numba's dispatcher compiles on its own (with a Python wrapper and machine code of
+  its own, 30-40 ms of every first call that uses it).
 - ``Kernel``: a kernel of parts, one serial function of ``(part, parts, ...)`` over a task list fixed
   by the input's shape. How it runs, serially or launched on threads, is ``numred._runtime.run``'s
   business: the kernels know nothing of threads.
@@ -29,8 +32,9 @@ import tempfile
 from types import FunctionType
 from typing import NamedTuple
 
-from numba import njit
+from numba import njit, types
 from numba.core import event
+from numba.extending import intrinsic
 
 try:
     import fcntl
@@ -244,3 +248,58 @@ def _locked_save_cache_class():
 
 
 _LockedSaveCache = _locked_save_cache_class()
+
+
+def subroutine(fastmath):
+    """A kernel helper compiled as a subroutine of its callers: typed and lowered by Numba as an njit
+    function is, with its own fastmath flags (so that error-free transformations called from
+    FASTMATH loops keep their exact arithmetic), once per process and argument types, and linked
+    into the caller's code, which LLVM then inlines as it inlines an njit helper. An njit helper is
+    compiled by its dispatcher as a function of its own, with a Python wrapper and machine code that
+    no caller runs: 30-40 ms of each first call that uses it, however small it is. A subroutine is
+    callable from jitted code only; its Python function is ``py_func``, and ``inspect_llvm()`` gives
+    the LLVM IR of each compiled signature, as a dispatcher's does."""
+
+    def wrap(py_func):
+        compiled = {}  # argument types -> Numba's compile result
+
+        def typer(typingctx, *arg_types):
+            result = compiled.get(arg_types)
+            if result is None:
+                result = compiled[arg_types] = _compile_subroutine(typingctx, py_func, arg_types, fastmath)
+
+            def codegen(context, builder, signature, args):
+                context.active_code_library.add_linking_library(result.library)
+                return context.call_internal(builder, result.fndesc, result.signature, args)
+
+            return result.signature, codegen
+
+        # an intrinsic's typer takes its arguments by name: one with py_func's parameters
+        parameters = ", ".join(py_func.__code__.co_varnames[:py_func.__code__.co_argcount])
+        namespace = {"typer": typer}
+        exec(f"def {py_func.__name__}(typingctx, {parameters}):\n    return typer(typingctx, {parameters})\n",
+             namespace)
+        typed = namespace[py_func.__name__]
+        typed.__module__, typed.__qualname__, typed.__doc__ = py_func.__module__, py_func.__qualname__, py_func.__doc__
+        # literal arguments stay literal, as in a call of an njit function: helpers prune branches on them
+        function = intrinsic(prefer_literal=True)(typed)
+        function.py_func = py_func
+        function.inspect_llvm = lambda: {r.signature: r.library.get_llvm_str() for r in compiled.values()}
+        return function
+
+    return wrap
+
+
+def _compile_subroutine(typingctx, py_func, arg_types, fastmath):
+    from numba.core import compiler, cpu
+    from numba.core.registry import cpu_target
+
+    context = cpu_target.target_context
+    flags = compiler.Flags()
+    flags.nrt = True
+    flags.fastmath = cpu.FastMathOptions(fastmath)
+    flags.no_compile = True  # (machine code is made for the callers only)
+    flags.no_cpython_wrapper = True
+    flags.no_cfunc_wrapper = True
+    library = context.codegen().create_library(py_func.__qualname__)
+    return compiler.compile_internal(typingctx, context, library, py_func, arg_types, None, flags, locals={})

@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from .jit import subroutine
 from .base import (_U64, share, _bits_to_float32, _bits_to_float64, _borrowed, _float64_to_bits, _n_tasks, _next_run,
                    _offset_of, _task, _walker, _view, inlined, zeroed_array, larger, smaller)
 from .decode import as_bits, as_float32_bits, as_float64
@@ -67,7 +68,7 @@ _F32_ONE_EXPONENT = np.uint32(127 << 23)
 _F32_INFINITY = np.uint32(0x7F800000)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _renormalised(m, e):
     """(m', e') with m' * 2**e' = m * 2**e exactly and |m'| in [1, 2), for a normal m; zeros,
     infinities and NaN (and subnormals, which do not arise) as they are. Without branches (selects),
@@ -79,7 +80,7 @@ def _renormalised(m, e):
     return (m if special else renormalised), (e if special else e + biased - 1023)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _split_float64(x):
     """(mantissa, exponent) of a float64 factor x: its mantissa in [1, 2) with its sign and its
     unbiased exponent (a subnormal x scaled to a normal one first); a zero, an infinity or a NaN as
@@ -95,7 +96,7 @@ def _split_float64(x):
     return (scaled if special else mantissa), (0 if special else biased - (1087 if subnormal else 1023))
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _times_float64(m, e, x):
     """(m, e) times the float64 factor x, renormalised: x is split into its own mantissa in [1, 2)
     and exponent first (_split_float64), so m * x is in [1, 4): a mantissa in [1, 2) times the
@@ -117,7 +118,7 @@ def _renormalise_lanes(ms, es, lanes):
 _renormalise_lanes_inlined = inlined(_renormalise_lanes)  # (in the kernels' IR: the loops as they were)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def finished_product(m, e):
     """m * 2**e in float64 (inf or 0 beyond its range; 0, inf and NaN mantissas as they are), for the
     one rounding to the output dtype: exact where the dtype's own range can hold it."""
@@ -145,7 +146,7 @@ def _u32_op(name):
 _add_u32, _min_u32, _max_u32 = _u32_op("add"), _u32_op("min"), _u32_op("max")
 
 
-@njit(fastmath={"reassoc"})
+@subroutine(fastmath={"reassoc"})
 def _split_block(block):
     """(product, exponents, smallest, largest) of a contiguous block of narrow floats (at most
     SPLIT_BLOCK; a view from its first element: LLVM does not vectorise the loop from an offset of a
@@ -168,7 +169,7 @@ def _split_block(block):
     return product, exponents, smallest, largest
 
 
-@njit(fastmath={"reassoc"})
+@subroutine(fastmath={"reassoc"})
 def _split_block_float64(block):
     """_split_block for float64 data, and for narrow-float blocks with subnormal elements: each element
     split as a float64 value (float32's subnormals are normal there), in 64-bit lanes; the exponents,
@@ -187,7 +188,7 @@ def _split_block_float64(block):
     return product, exponents, smallest, largest
 
 
-@njit(fastmath={"reassoc"})
+@subroutine(fastmath={"reassoc"})
 def _split_specials_block(block):
     """(product, exponents) of a block of float64 factors (at most SPLIT_BLOCK) holding a zero, a
     subnormal, an infinity or a NaN, for which _split_block_float64's split does not hold: each
@@ -204,7 +205,7 @@ def _split_specials_block(block):
     return product, exponents
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _special_factor(run):
     """(True, the factor that decides the product) of a run of narrow floats holding a zero, an
     infinity or a NaN: NaN with a NaN or both a zero and an infinity, else an infinity or a zero,
@@ -226,7 +227,7 @@ def _special_factor(run):
     return True, (-factor if negatives % 2 == 1 else factor)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _split_run_product(run, m, e):
     """(m, e) times the product of a contiguous run of narrow floats, in blocks of SPLIT_BLOCK
     elements (_split_block), each block's mantissa product and exponents added to (m, e) and
@@ -253,7 +254,7 @@ def _split_run_product(run, m, e):
     return m, e
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _float64_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of float64 elements, each factor split too
     (_times_float64). A contiguous run of SPLIT_MIN elements or more is split in blocks instead, as
@@ -277,13 +278,13 @@ def _float64_run_product(src, offset, n, step, m, e):
     return m, e
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _six_factors(a, b, c, d, e, f):
     """The float64 product of NARROW_GROUP (six) narrow float factors, as a tree."""
     return ((as_float64(a) * as_float64(b)) * (as_float64(c) * as_float64(d))) * (as_float64(e) * as_float64(f))
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _narrow_run_product(src, offset, n, step, m, e):
     """(m, e) times the product of one strided run of narrow float elements, NARROW_GROUP factors
     between renormalisations; a contiguous run of SPLIT_MIN elements or more split
@@ -300,7 +301,7 @@ def _narrow_run_product(src, offset, n, step, m, e):
     return m, e
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _int_run_product(src, offset, n, step, bits):
     """``bits`` times the two's-complement bits of one strided run of integers, wrapping (uint64). A
     contiguous run through a view, so that the loop vectorises (the same loop over offsets into src

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from numba import njit
 
+from .jit import subroutine
 from .base import smaller
 
 # Memory-bound sums read several places at once: on CPUs other than AMD Zen (Intel, for one), a
@@ -55,7 +56,7 @@ STRIDED_LANES_MIN_RUN = 64
 EVERY_OTHER_MIN_RUN = 16  # every other element over its whole span from here on (shorter runs: untried)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def every_other_span(src, offset, n):
     """How many elements from src[offset] on to read for every other element of n: 2n where src has
     them (the element after the last one is read and dropped, so that the span is a whole number of

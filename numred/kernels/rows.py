@@ -10,7 +10,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from .jit import Kernel, entry
+from .jit import Kernel, entry, subroutine
 from .base import TERM_NAMES, SUM, SUM_EXP, SUM_SQUARES, _U64, _borrowed, _view, share, zeroed_array, larger, smaller
 from .columns import _fold
 from .decode import as_float64, as_wide
@@ -32,7 +32,7 @@ COLUMN_CHUNK_MIN_ROWS = 64
 COLUMN_MIN_ROWS = 128
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _add_strided_row(acc, src, origin, stride, term, scale):
     """acc[k] += the term (x * scale (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of
     src[origin + k * stride], each k."""
@@ -155,7 +155,7 @@ def _four_rows_for(term):
     return float_rows
 
 
-@njit(fastmath=False)
+@njit(fastmath=False, inline="always")  # integer arithmetic: the caller's flags change nothing
 def _float64_rows_per_task(n_kept):
     """Rows per task of float64 rows that carry a sigma from row to row (_float64_run_for): only one
     row in up to sixteen needs a separate first pass over its first piece, and at least sixteen

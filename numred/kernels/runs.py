@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
+from .jit import subroutine
 from .base import (FASTMATH, SUM, SUM_ABS, SUM_EXP, SUM_SQUARES, _constant, _is_one, _view, call_part, njit_for,
                    smaller, zeroed_array)
 from .decode import as_float64, pair_sums, pair_sums4
@@ -23,7 +24,7 @@ from .states import add_compensated
 from .store import _finish_sum, compensation_block
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _float_runs4(src, first, gap, n, term, shift):
     """The plain float64 sums (of x * shift (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of four
     contiguous runs of ``n`` elements starting ``gap`` apart, read together: four memory streams."""
@@ -223,7 +224,7 @@ def _float_run_by_mode(src, offset, n, step, term, shift):
     return call
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _every_other_sum(span, squares, shift):
     """_float_run's plain float64 sum (of x * shift, or of x * x with ``squares``) of the even elements of ``span``
     (every_other_span), as _split_pass_every_other reads them: the whole span, vectorised, the

@@ -32,7 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .jit import entry
+from .jit import entry, subroutine
 from .base import (BLOCK, FASTMATH, TERM_NAMES, SQRT, SUM, SUM_ABS, _borrowed, _n_tasks, _next_run, _offset_of, _task,
                    _view, _walker, inlined, zeroed_array, larger, smaller)
 from .decode import as_bits, as_float64, as_wide
@@ -65,7 +65,7 @@ _LOW_HALF = np.uint64(0xFFFFFFFF)
 
 
 # Plain float64 sums of one run, one function per term (each vectorises with reassociation).
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _sum_run(src, offset, n, step, scale):
     total = 0.0
     if step == 1:
@@ -78,7 +78,7 @@ def _sum_run(src, offset, n, step, scale):
     return total
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _term_run(src, offset, n, step):
     total = 0.0
     if step == 1:
@@ -93,7 +93,7 @@ def _term_run(src, offset, n, step):
     return total
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _abs_run(src, offset, n, step):
     total = 0.0
     if step == 1:
@@ -106,7 +106,7 @@ def _abs_run(src, offset, n, step):
     return total
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _exp_run(src, offset, n, step, top):
     total = 0.0
     if step == 1:
@@ -129,14 +129,14 @@ def _exp_run(src, offset, n, step, top):
 LANES = 8
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _two_sum(a, b):
     s = a + b
     back = s - a
     return s, (a - (s - back)) + (b - back)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _term(x, term, scale):
     """What one float64 element adds to a sum: x * scale (SUM), |x| (SUM_ABS) or x * x (SUM_SQUARES)."""
     if term == SUM:
@@ -146,7 +146,7 @@ def _term(x, term, scale):
     return x * x
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _float64_lanes(src, offset, n, step, term, scale):
     """(high, low) of the sum of _term over one float64 run, as above."""
     high = zeroed_array(LANES, np.float64)
@@ -168,26 +168,26 @@ def _float64_lanes(src, offset, n, step, term, scale):
     return total, comp
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _add_sum_row(acc, src, offset, width, scale):
     for w in range(width):
         acc[w] += as_float64(src[offset + w]) * scale
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _add_squares_row(acc, src, offset, width):
     for w in range(width):
         v = as_float64(src[offset + w])
         acc[w] += v * v
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _add_abs_row(acc, src, offset, width):
     for w in range(width):
         acc[w] += abs(as_float64(src[offset + w]))
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _fold(acc, totals, comps, width):
     """Add the plain column sums acc[:width] into their compensated totals and clear them."""
     for w in range(width):
@@ -195,7 +195,7 @@ def _fold(acc, totals, comps, width):
         acc[w] = 0.0
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _halves_run(src, offset, n, step):
     """(sum of the low 32-bit halves as uint64, sum of the high halves as int64) of one run of integers:
     x = high * 2**32 + low, so the two sums hold the exact total (for fewer than 2**31 elements)."""
@@ -208,7 +208,7 @@ def _halves_run(src, offset, n, step):
     return low, high
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _term_bits_run(src, offset, n, step, term):
     total = _U64(0)
     for i in range(n):
@@ -226,7 +226,7 @@ L2_SMALLEST_SUM = 2.0**-900
 L2_SMALLEST_RESULT = 2.0**-450
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _finished(value, finish):
     """(the result, whether it is decided) from one output's float64 sum ``value`` (a mean's already
     divided): as it is (0: a mean or a sum of x, x * x or |x|, decided where finite: a float64 mean

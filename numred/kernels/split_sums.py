@@ -13,12 +13,13 @@ from numba import njit, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 
+from .jit import subroutine
 from .base import FASTMATH, SUM, SUM_ABS, _bits_to_float64, _float64_to_bits, _is_one, _view, njit_for
 from .decode import _cpu_has
 from .reading import every_other_span
 
 
-@njit(fastmath=False)  # a square is rounded by itself, as NumPy's np.square rounds it
+@subroutine(fastmath=False)  # a square is rounded by itself, as NumPy's np.square rounds it
 def _float64_term(x, term, shift):
     """x * shift (SUM), |x| (SUM_ABS: positive terms, as squares, for the bounds below) or x * x."""
     if term == SUM:
@@ -66,7 +67,7 @@ def _add_on_fma(typingctx, a, one, b):
     return types.float64(types.float64, types.float64, types.float64), codegen
 
 
-@njit(fastmath=False)  # reassociation would fold (sigma + term) - sigma into term, and low into 0
+@subroutine(fastmath=False)  # reassociation would fold (sigma + term) - sigma into term, and low into 0
 def _split(term, sigma, one):
     """``term`` as (high, low): high is term rounded to a multiple of ulp(sigma) / 2, for |term| <=
     sigma a power of two, and low = term - high exactly (Rump, Ogita and Oishi's ExtractScalar).
@@ -185,7 +186,7 @@ _BOUND_ROUNDING = 1.0 + 2.0**-30
 _UNDERFLOW_ROOT = 2.0**-537  # sqrt(2**-1074)
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _split_pass(run, n, term, sigma):
     """(high, low, bound) of the n elements of a contiguous run split at ``sigma`` (_float64_run_for;
     shift 1)."""
@@ -208,7 +209,7 @@ def _split_pass(run, n, term, sigma):
     return high, low, (high + low) * _BOUND_ROUNDING
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _split_pass_strided_run(run, n, step, term, sigma):
     """_split_pass over run[0], run[step], ...: every other element over its span, other steps in four
     interleaved sums."""
@@ -217,7 +218,7 @@ def _split_pass_strided_run(run, n, step, term, sigma):
     return _split_pass_strided(run, n, step, term, sigma)
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _magnitude_bound(run, n, term):
     """_split_pass's bound alone, for the first piece of a contiguous run."""
     total = 0.0
@@ -231,13 +232,13 @@ def _magnitude_bound(run, n, term):
     return total * _BOUND_ROUNDING
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _kept_if(value, keep):
     """``value`` where ``keep`` (an int64 of all ones) and 0.0 where it is 0, by its bits."""
     return _bits_to_float64(_float64_to_bits(value) & keep)
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _split_pass_every_other(run, n, term, sigma):
     """_split_pass over every other element as one pass over the whole span (every_other_span), with
     the parts of the elements in between zeroed by their bits (so that their NaN or inf never
@@ -271,7 +272,7 @@ def _split_pass_every_other(run, n, term, sigma):
 
 
 # fastmath=False: with reassoc (as _split_pass has) the loop is much slower
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _split_pass_strided(run, n, step, term, sigma):
     """_split_pass over a strided run (a step other than 1) in four sums of each kind, one per
     element in turn: a strided loop is not vectorised, and three chains of dependent additions
@@ -304,7 +305,7 @@ def _split_pass_strided(run, n, step, term, sigma):
     return high, low, (high + low) * _BOUND_ROUNDING
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _float64_run_two_pass(run, n, step, term, shift):
     """_float64_run_for's fallback: sum |term| first, then split at a sigma from it; the plain sum of the
     terms where they are not finite or their magnitude is near overflow: there it is the IEEE

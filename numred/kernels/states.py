@@ -42,11 +42,12 @@ import numpy as np
 from numba import njit
 
 from .base import larger
+from .jit import subroutine
 
 _U64 = np.uint64
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def add_compensated(total, comp, value):
     """(total, comp) plus ``value``: Neumaier's compensated addition, the error of total + value
     added to comp exactly."""
@@ -58,40 +59,40 @@ def add_compensated(total, comp, value):
     return t, comp
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def compensated_value(total, comp):
     """The float64 value of a compensated sum. Once the running total is inf or NaN, the
     compensation holds inf - inf garbage; the total is then already the IEEE answer."""
     return total + comp if math.isfinite(total) else total
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def combine_sums(total, comp, other_total, other_comp):
     """Two compensated float64 sums as one."""
     total, comp = add_compensated(total, comp, other_total)
     return total, comp + other_comp
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def combine_wide(low, high, other_low, other_high):
     """Two 128-bit two's-complement sums held as uint64 halves as one: exact, with the carry."""
     new_low = low + other_low
     return new_low, high + other_high + _U64(new_low < low)
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def combine_wrapping(total, other_total):
     """Two uint64 sums modulo 2**64 as one."""
     return total + other_total
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def combine_maxima(key, nans, other_key, other_nans):
     """Two maxima of keys (in one integer type) and their NaN counts as one."""
     return larger(key, other_key), nans + other_nans
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def combine_exp_sums(maximum, total, comp, other_maximum, other_total, other_comp):
     """Two (max, compensated sum of exp(x - max)) states as one, under the larger max. A NaN max
     wins; a max of +inf decides the result alone (its sum is not used); -inf is an empty piece or

@@ -13,6 +13,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .base import BLOCK, LOG, NEVER, SQRT, SUM_EXP, _float32_to_bits, larger
+from .jit import subroutine
 from .states import compensated_value
 
 
@@ -30,7 +31,7 @@ def _compensation_block_impl(src):
     return lambda src: NEVER
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _round_to_odd_float32_bits(value):
     """The bits of float64 ``value`` (not NaN) rounded to float32 with round-to-odd: inexact results
     get an odd last bit; beyond float32's range, the largest finite value. Rounding those once more,
@@ -46,7 +47,7 @@ def _round_to_odd_float32_bits(value):
     return word
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _float32_bits_to_half_bits(word):
     """float32 bits (not NaN) -> float16 bits, rounded to nearest-even, in integer arithmetic."""
     sign = (word >> np.uint32(16)) & np.uint32(0x8000)
@@ -125,7 +126,7 @@ def store_rounded(typingctx, result, k, value):
     return types.none(result, k, value), codegen
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def _finish_sum(total, comp, term, divisor, maximum):
     """The result of one output from its compensated sum: sum / divisor (SUM, SUM_SQUARES), or
     max + log(sum) for SUM_EXP, where a non-finite max (NaN, +inf, or -inf for an all -inf set) is
@@ -159,7 +160,7 @@ def _kept_in_place(typingctx, value):
     return types.float64(types.float64), codegen
 
 
-@njit(fastmath=False)
+@subroutine(fastmath=False)
 def finished(value, finish):
     """One output's float64 sum (a mean's already divided) finished as its operator finishes it before
     the one rounding: as it is (0, or ROUND: ReduceL1), its square root (SQRT: ReduceL2) or its log

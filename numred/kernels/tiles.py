@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .jit import subroutine
 from .base import (BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view, larger, share, smaller,
                    zeroed_array)
 from .columns import _float_columns, _fold
@@ -43,7 +44,7 @@ def narrow_tile(n_inner, tile, n_reduced, step):
     return tile == n_inner == step and NARROW_ROW % n_inner == 0 and n_reduced * n_inner <= NARROW_MAX_BLOCK
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _narrow_rows4(run, first, term, scale, acc):
     """acc[l] += the terms (x * scale (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS)) of the four
     NARROW_ROW-element rows of ``run`` from ``first`` on, summed as a tree."""
@@ -64,7 +65,7 @@ def _narrow_rows4(run, first, term, scale, acc):
             acc[l] += (va * va + vb * vb) + (vc * vc + vd * vd)
 
 
-@njit(fastmath=FASTMATH)
+@subroutine(fastmath=FASTMATH)
 def _narrow_block_sums(src, offset, n, term, scale, acc):
     """acc[l] += the terms (as in _float_run; SUM, SUM_SQUARES or SUM_ABS) of src[offset + p] for 0 <= p < n
     and p % NARROW_ROW == l: four rows per step (one row per step is much slower: each
