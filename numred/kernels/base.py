@@ -18,7 +18,7 @@ from llvmlite import ir
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_new_ref
 from numba.extending import intrinsic
-from numba.np.arrayobj import _empty_nd_impl, populate_array
+from numba.np.arrayobj import make_array, populate_array
 
 from .jit import renamed_copy, subroutine
 
@@ -91,10 +91,27 @@ def _element_type(dtype):
     return None
 
 
+def _new_vector(context, builder, array_type, size):
+    """A new 1-D C array of ``size`` (>= 0, an intp) elements in Numba's runtime memory, as np.empty
+    lowers it (numba.np.arrayobj._empty_nd_impl), without the overload that Numba's lowering calls
+    for the allocation itself (compiled in every process: 30-40 ms of a first call). Scratch sizes
+    come from arrays that exist, so size * itemsize does not overflow."""
+    array = make_array(array_type)(context, builder)
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(array_type.dtype)))
+    align = context.get_constant(types.uint32, context.get_preferred_array_alignment(array_type.dtype))
+    meminfo = context.nrt.meminfo_alloc_aligned(builder, builder.mul(size, itemsize), align)
+    data = context.nrt.meminfo_data(builder, meminfo)
+    intp = context.get_value_type(types.intp)
+    populate_array(array, data=builder.bitcast(data, context.get_data_type(array_type.dtype).as_pointer()),
+                   shape=cgutils.pack_array(builder, [size], ty=intp),
+                   strides=cgutils.pack_array(builder, [itemsize], ty=intp), itemsize=itemsize, meminfo=meminfo)
+    return array
+
+
 def _allocator(zeroed, doc):
-    # The kernels' scratch arrays, allocated by the same code np.empty lowers to. np.empty, np.zeros
-    # and np.full are overloads that Numba compiles in each process, per dtype, on a first call
-    # that uses them: 0.1-0.4 s of a cold first call. These intrinsics are lowered in place.
+    # The kernels' scratch arrays. np.empty, np.zeros and np.full are overloads that Numba compiles
+    # in each process, per dtype, on a first call that uses them: 0.1-0.4 s of a cold first call.
+    # These intrinsics are lowered in place.
     @intrinsic
     def allocate(typingctx, n, dtype):
         element = _element_type(dtype)
@@ -104,7 +121,7 @@ def _allocator(zeroed, doc):
 
         def codegen(context, builder, signature, args):
             size = context.cast(builder, args[0], signature.args[0], types.intp)
-            array = _empty_nd_impl(context, builder, array_type, [size])
+            array = _new_vector(context, builder, array_type, size)
             if zeroed:
                 cgutils.memset(builder, array.data, builder.mul(array.itemsize, array.nitems), 0)
             return impl_ret_new_ref(context, builder, array_type, array._getvalue())

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 
-from numba import njit
 from numba.extending import overload
 
 from .jit import subroutine

@@ -4,11 +4,11 @@ bfloat16 bits, two per 32-bit load), integers widened to 64 bits or read as thei
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from llvmlite import ir
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
-from .jit import subroutine
+from .jit import subroutine, subroutine_by_type
 from .base import (FASTMATH, SUM, SUM_SQUARES, _U64, _bits_to_float32, _bits_to_float64, _float32_to_bits,
                    _float64_to_bits)
 
@@ -96,14 +96,11 @@ def _pair_bits(typingctx, run, index):
     return types.uint32(run, index), codegen
 
 
+@subroutine_by_type(fastmath=False)
 def as_float32_bits(x):
     """A narrow float element's value as float32 bits (uint32), exactly: float32 as it is, bfloat16
     (the top half of a float32) shifted into place, float16 converted (every float16 is a float32,
     its subnormals normal ones)."""
-
-
-@overload(as_float32_bits, jit_options={"fastmath": False})
-def _as_float32_bits_impl(x):
     if x == types.float32:
         return lambda x: _float32_to_bits(x)
     if x == types.int16:  # bfloat16 bits
@@ -113,24 +110,18 @@ def _as_float32_bits_impl(x):
     return None
 
 
+@subroutine_by_type(fastmath=False)
 def as_wide(x):
     """An integer element widened to int64 (signed types) or uint64 (unsigned types)."""
-
-
-@overload(as_wide, jit_options={"fastmath": False})
-def _as_wide_impl(x):
     if isinstance(x, types.Integer):
         return (lambda x: np.int64(x)) if x.signed else (lambda x: np.uint64(x))
     return None
 
 
+@subroutine_by_type(fastmath=False)
 def as_bits(x):
     """The two's-complement bits of an integer element as uint64: wrapping arithmetic is defined in
     unsigned types only (signed add/mul carry LLVM's nsw flag)."""
-
-
-@overload(as_bits, jit_options={"fastmath": False})
-def _as_bits_impl(x):
     if isinstance(x, types.Integer):
         if x.signed:
             return lambda x: np.uint64(np.int64(x))
@@ -138,15 +129,12 @@ def _as_bits_impl(x):
     return None
 
 
+@subroutine_by_type(fastmath=False)
 def pair_values(run, index):
     """The float64 values of bfloat16 elements run[index] and run[index + 1]: each is the top half
     of a float32, so one 32-bit load, a shift and a mask decode both (half the loads of one element
     per load). Which one comes first depends on byte order, and the sums do
     not. Defined for bfloat16 bits (int16) only."""
-
-
-@overload(pair_values, jit_options={"fastmath": False})
-def _pair_values_impl(run, index):
     if run.dtype != types.int16:
         return None
 
@@ -178,6 +166,7 @@ def _pair_abs_sum(run, index):
     return abs(low) + abs(high)
 
 
+@subroutine_by_type(fastmath=FASTMATH)
 def pair_sums(run, n, squares, shift):
     """(sum, n_read): the float64 sum (of x * shift, or of x * x with ``squares``) of the first
     ``n_read`` elements of a contiguous run of ``n``, read two elements per load (pair_values), and
@@ -185,10 +174,6 @@ def pair_sums(run, n, squares, shift):
     is integer work); for every other element type nothing is read here, (0.0, 0), and the caller's
     per-element loop reads the whole run. The type decides at compile time, so other dtypes' kernels
     hold no pair code."""
-
-
-@overload(pair_sums, jit_options={"fastmath": FASTMATH})
-def _pair_sums_impl(run, n, squares, shift):
     if run.dtype != types.int16:
         return lambda run, n, squares, shift: (0.0, 0)
 
@@ -206,13 +191,10 @@ def _pair_sums_impl(run, n, squares, shift):
     return sums
 
 
+@subroutine_by_type(fastmath=FASTMATH)
 def pair_sums4(a, b, c, d, n, term, shift):
     """pair_sums of four runs of ``n`` elements read together (four memory streams), of the terms
     x * shift (SUM), x * x (SUM_SQUARES) or |x| (SUM_ABS): (s0, s1, s2, s3, n_read)."""
-
-
-@overload(pair_sums4, jit_options={"fastmath": FASTMATH})
-def _pair_sums4_impl(a, b, c, d, n, term, shift):
     if a.dtype != types.int16:
         return lambda a, b, c, d, n, term, shift: (0.0, 0.0, 0.0, 0.0, 0)
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
-from numba.extending import overload
+from numba import types
 
-from .jit import subroutine
+from .jit import subroutine, subroutine_by_type
 from .base import FASTMATH, _bits_to_float64, _float64_to_bits, smaller
 from .decode import as_bits
 
@@ -74,12 +73,9 @@ _LAST_DISTANCE = 746
 EXP_OF_MINUS = np.array([math.exp(-d) for d in range(_LAST_DISTANCE)] + [0.0])
 
 
+@subroutine_by_type(fastmath=False)
 def exp_of_minus_distance(x, top):
     """exp(x - top) for an integer element ``x`` and the max ``top`` of its set (widened, as_wide)."""
-
-
-@overload(exp_of_minus_distance, jit_options={"fastmath": False})
-def _exp_of_minus_distance_impl(x, top):
     if isinstance(x, types.Integer) and x.bitwidth <= 32:
         # 0 <= top - x < 2**32: exact modulo 2**32, in 32-bit lanes (top, the max, is of x's own type)
         return lambda x, top: EXP_OF_MINUS[smaller(np.uint32(np.uint32(top) - np.uint32(x)),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .jit import subroutine
 from .base import (FASTMATH, NEVER, SUM_EXP, _U64, _borrowed, _n_tasks, share, _next_run, _offset_of, _task, _walker,

@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
-from numba.extending import overload
+from numba import types
 
-from .jit import subroutine
+from .jit import subroutine, subroutine_by_type
 from .base import (FASTMATH, SUM, SUM_ABS, SUM_SQUARES, _U64, _constant, _view, zeroed_array, integer_total, larger,
                    smaller)
 from .decode import as_bits
@@ -21,12 +20,9 @@ from .reading import (EVERY_OTHER_MIN_RUN, QUARTER_LONG_RUNS, STREAMS_MIN_RUN, S
                       STRIDED_LANES_MIN_RUN, every_other_span)
 
 
+@subroutine_by_type(fastmath=False)
 def high_half(x):
     """x >> 32 as int64 (arithmetic for signed x): with the low 32 bits, x = high * 2**32 + low."""
-
-
-@overload(high_half, jit_options={"fastmath": False})
-def _high_half_impl(x):
     if isinstance(x, types.Integer):
         if x.signed:
             return lambda x: np.int64(x) >> 32
@@ -34,12 +30,9 @@ def _high_half_impl(x):
     return None
 
 
+@subroutine_by_type(fastmath=False)
 def square_bits(x):
     """x * x modulo 2**64 as uint64."""
-
-
-@overload(square_bits, jit_options={"fastmath": False})
-def _square_bits_impl(x):
     if isinstance(x, types.Integer) and x.bitwidth <= 32:
         # exact in 64 bits; a 32 x 32 -> 64-bit product is one vector instruction (pmuldq/pmuludq),
         # where a 64-bit product is emulated
@@ -56,13 +49,10 @@ def _square_bits_impl(x):
 HALVES_BLOCK = 1 << 30
 
 
+@subroutine_by_type(fastmath=False)
 def halves_run(src, offset, n, step):
     """(sum of the low 32-bit halves as uint64, sum of the high halves as int64) of one run of at
     most HALVES_BLOCK elements: x = high * 2**32 + low for each x, so the sums hold the exact total."""
-
-
-@overload(halves_run, jit_options={"fastmath": False})
-def _halves_run_impl(src, offset, n, step):
     if src.dtype.bitwidth <= 32:
         # one int64 accumulator is exact for 2**30 values of 32 bits, and takes one widening add
         # per element instead of two halves; the halves are split off the total at the end
@@ -147,12 +137,9 @@ def _halves_run_impl(src, offset, n, step):
 INT_TERMS = {SUM: "mean", SUM_SQUARES: "sum_squares", SUM_ABS: "sum_abs"}
 
 
+@subroutine_by_type(fastmath=False)
 def abs_bits(x):
     """|x| modulo 2**64 as uint64 (|INT64_MIN| is 2**63, whose low bits are INT64_MIN's)."""
-
-
-@overload(abs_bits, jit_options={"fastmath": False})
-def _abs_bits_impl(x):
     if isinstance(x, types.Integer) and x.signed:
         if x.bitwidth <= 32:
             return lambda x: np.uint64(abs(np.int64(x)))
@@ -162,13 +149,10 @@ def _abs_bits_impl(x):
     return None
 
 
+@subroutine_by_type(fastmath=False, prefer_literal=True)
 def term_bits(x, term):
     """The wrapping term of x as uint64: x * x (``term`` SUM_SQUARES) or |x| (SUM_ABS); a
     constant."""
-
-
-@overload(term_bits, prefer_literal=True, jit_options={"fastmath": False})
-def _term_bits_impl(x, term):
     if _constant(term, "term") == SUM_ABS:
         return lambda x, term: abs_bits(x)
     return lambda x, term: square_bits(x)
@@ -315,27 +299,21 @@ def _int_columns8(src, start, step, width, term, low_acc, high_acc):
                 (np.int64(r4[i]) + np.int64(r5[i])) + (np.int64(r6[i]) + np.int64(r7[i])))
 
 
+@subroutine_by_type(fastmath=False)
 def narrow_int(x):
     """Whether array ``x`` holds integers of 32 bits or fewer, whose sums of up to HALVES_BLOCK
     values one int64 holds exactly (a compile-time constant)."""
-
-
-@overload(narrow_int, jit_options={"fastmath": False})
-def _narrow_int_impl(x):
     narrow = isinstance(x, types.Array) and isinstance(x.dtype, types.Integer) and x.dtype.bitwidth <= 32
     return lambda x: narrow
 
 
+@subroutine_by_type(fastmath=False)
 def low_accumulators(src, result, n):
     """n zeroed ``low_acc`` accumulators of a tile (int_sums). For data of 32 bits or fewer they hold
     only wrapping sums of squares; where ``result`` keeps only the low 32 bits of those sums (a
     ReduceSumSquare's results in the data's dtype): uint32, and LLVM then narrows the products and
     sums to 32-bit lanes, twice as many per vector as 64-bit ones. Otherwise (ReduceL2's sums of squares
     modulo 2**64, into uint64 results) uint64."""
-
-
-@overload(low_accumulators, jit_options={"fastmath": False})
-def _low_accumulators_impl(src, result, n):
     if (isinstance(src.dtype, types.Integer) and src.dtype.bitwidth <= 32
             and isinstance(result.dtype, types.Integer) and result.dtype.bitwidth <= 32):
         return lambda src, result, n: zeroed_array(n, np.uint32)
@@ -420,12 +398,9 @@ def _int_exp_run(src, offset, n, step, top):
     return total
 
 
+@subroutine_by_type(fastmath=False)
 def cast_like(template, x):
     """x converted to the Numba type of ``template``."""
-
-
-@overload(cast_like, jit_options={"fastmath": False})
-def _cast_like_impl(template, x):
     target = template
     return lambda template, x: target(x)
 

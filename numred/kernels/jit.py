@@ -10,9 +10,10 @@
 - ``CompileNotice``: the first kernel compiled in a process says so once, through the ``numred``
   logger (silent unless the application shows INFO records): a first call that compiles takes
   seconds, where later ones take microseconds.
-- ``subroutine``: a helper compiled into the kernels that call it, with its own fastmath flags, not
+- ``subroutine`` and ``subroutine_by_type``: a helper (or a helper chosen by the argument types, as
+  with Numba's ``overload``) compiled into the kernels that call it, with its own fastmath flags, not
   as a function Numba's dispatcher compiles on its own (with a Python wrapper and machine code of
-  its own, 30-40 ms of every first call that uses it).
+  its own, 20-40 ms of every first call that uses it).
 - ``Kernel``: a kernel of parts, one serial function of ``(part, parts, ...)`` over a task list fixed
   by the input's shape. How it runs, serially or launched on threads, is ``numred._runtime.run``'s
   business: the kernels know nothing of threads.
@@ -32,7 +33,7 @@ import tempfile
 from types import FunctionType
 from typing import NamedTuple
 
-from numba import njit, types
+from numba import njit
 from numba.core import event
 from numba.extending import intrinsic
 
@@ -258,36 +259,59 @@ def subroutine(fastmath):
     compiled by its dispatcher as a function of its own, with a Python wrapper and machine code that
     no caller runs: 30-40 ms of each first call that uses it, however small it is. A subroutine is
     callable from jitted code only; its Python function is ``py_func``, and ``inspect_llvm()`` gives
-    the LLVM IR of each compiled signature, as a dispatcher's does."""
+    the LLVM IR of each compiled signature, as a dispatcher's does. Literal arguments stay literal,
+    as in a call of an njit function: helpers prune branches on them."""
 
     def wrap(py_func):
-        compiled = {}  # argument types -> Numba's compile result
-
-        def typer(typingctx, *arg_types):
-            result = compiled.get(arg_types)
-            if result is None:
-                result = compiled[arg_types] = _compile_subroutine(typingctx, py_func, arg_types, fastmath)
-
-            def codegen(context, builder, signature, args):
-                context.active_code_library.add_linking_library(result.library)
-                return context.call_internal(builder, result.fndesc, result.signature, args)
-
-            return result.signature, codegen
-
-        # an intrinsic's typer takes its arguments by name: one with py_func's parameters
-        parameters = ", ".join(py_func.__code__.co_varnames[:py_func.__code__.co_argcount])
-        namespace = {"typer": typer}
-        exec(f"def {py_func.__name__}(typingctx, {parameters}):\n    return typer(typingctx, {parameters})\n",
-             namespace)
-        typed = namespace[py_func.__name__]
-        typed.__module__, typed.__qualname__, typed.__doc__ = py_func.__module__, py_func.__qualname__, py_func.__doc__
-        # literal arguments stay literal, as in a call of an njit function: helpers prune branches on them
-        function = intrinsic(prefer_literal=True)(typed)
+        function = _subroutine(py_func, lambda *arg_types: py_func, fastmath, prefer_literal=True)
         function.py_func = py_func
-        function.inspect_llvm = lambda: {r.signature: r.library.get_llvm_str() for r in compiled.values()}
         return function
 
     return wrap
+
+
+def subroutine_by_type(fastmath, prefer_literal=False):
+    """A subroutine whose implementation depends on the argument types, as with Numba's ``overload``:
+    the decorated function takes the types and returns the implementation, or None where it is not
+    defined for them (with ``prefer_literal``, literal types are tried first). An overload's
+    implementation is compiled by a dispatcher of its own, as an njit helper is (20-30 ms of each
+    first call that uses it)."""
+
+    def wrap(choose):
+        return _subroutine(choose, choose, fastmath, prefer_literal)
+
+    return wrap
+
+
+def _subroutine(named, choose, fastmath, prefer_literal):
+    """The intrinsic named as the function ``named``, with its parameters, that compiles
+    ``choose(*arg_types)`` for the argument types of its calls as a subroutine of its callers."""
+    compiled = {}  # argument types -> Numba's compile result, or None: not defined for them
+
+    def typer(typingctx, *arg_types):
+        if arg_types not in compiled:
+            implementation = choose(*arg_types)
+            compiled[arg_types] = None if implementation is None else _compile_subroutine(
+                typingctx, implementation, arg_types, fastmath)
+        result = compiled[arg_types]
+        if result is None:
+            return None
+
+        def codegen(context, builder, signature, args):
+            context.active_code_library.add_linking_library(result.library)
+            return context.call_internal(builder, result.fndesc, result.signature, args)
+
+        return result.signature, codegen
+
+    # an intrinsic's typer takes its arguments by name: one with the function's parameters
+    parameters = ", ".join(named.__code__.co_varnames[:named.__code__.co_argcount])
+    namespace = {"typer": typer}
+    exec(f"def {named.__name__}(typingctx, {parameters}):\n    return typer(typingctx, {parameters})\n", namespace)
+    typed = namespace[named.__name__]
+    typed.__module__, typed.__qualname__, typed.__doc__ = named.__module__, named.__qualname__, named.__doc__
+    function = intrinsic(prefer_literal=prefer_literal)(typed)
+    function.inspect_llvm = lambda: {r.signature: r.library.get_llvm_str() for r in compiled.values() if r}
+    return function
 
 
 def _compile_subroutine(typingctx, py_func, arg_types, fastmath):

@@ -11,6 +11,7 @@ from numba import njit, types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 
+from .jit import subroutine_by_type
 from .base import FASTMATH, _bits_to_float32, _bits_to_float64, _constant, _view, call_part, larger, njit_for
 from .decode import as_float64
 from .reading import STREAMS_MIN_RUN
@@ -282,12 +283,9 @@ def _max_columns_by_kind(src, offset, step, nrows, width, float_bits, best, top_
         src, offset, step, width, best, top_magnitude, flip)
 
 
+@subroutine_by_type(fastmath=False)
 def key_to_float64(key, carrier):
     """The float64 value of a float_key of an element of a ``carrier`` array (a type witness)."""
-
-
-@overload(key_to_float64, jit_options={"fastmath": False})
-def _key_to_float64_impl(key, carrier):
     width = carrier.dtype.bitwidth
     magnitude_mask = (1 << (width - 1)) - 1
     if carrier.dtype == types.float64:

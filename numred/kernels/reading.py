@@ -3,7 +3,6 @@ after another or four together, every other element over its whole span, strided
 """
 from __future__ import annotations
 
-from numba import njit
 
 from .jit import subroutine
 from .base import smaller

@@ -9,7 +9,7 @@ import functools
 import math
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic, overload
 
 from .jit import subroutine

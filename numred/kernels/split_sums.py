@@ -9,7 +9,7 @@ import functools
 import math
 import platform
 
-from numba import njit, types
+from numba import types
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .base import larger
 from .jit import subroutine

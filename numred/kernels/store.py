@@ -8,24 +8,21 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 from .base import BLOCK, LOG, NEVER, SQRT, SUM_EXP, _float32_to_bits, larger
-from .jit import subroutine
+from .jit import subroutine, subroutine_by_type
 from .states import compensated_value
 
 
+@subroutine_by_type(fastmath=False)
 def compensation_block(src):
     """How many terms a plain float64 accumulator may take before it is folded into the compensated
     total: 256 for float64 data (column sums of tiles, and exp sums; its sums along runs are nearly
     exact instead, _float64_run_for); for narrower floats a float64 accumulator is already far more exact
     than the output, so never."""
-
-
-@overload(compensation_block, jit_options={"fastmath": False})
-def _compensation_block_impl(src):
     if src.dtype == types.float64:
         return lambda src: BLOCK
     return lambda src: NEVER

@@ -4,7 +4,6 @@ of 2-64 outputs back to back) read as blocks of rows.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .jit import subroutine
 from .base import (BLOCK, FASTMATH, NEVER, SUM, SUM_ABS, _U64, _borrowed, _view, larger, share, smaller,
