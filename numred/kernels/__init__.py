@@ -2,8 +2,8 @@
 
 A kernel is built by a factory for one (layout family, operator term, accumulator) with these as
 compile-time constants, so that Numba compiles only the code that combination runs; its dtype
-specialisation comes from the argument types (element decoding and result stores are overloads
-chosen per type). Kernels validate nothing: the front end and the plan hand them a consistent
+specialisation comes from the argument types (element decoding and result stores are intrinsics,
+other helpers subroutines chosen per type: ``jit.subroutine_by_type``). Kernels validate nothing: the front end and the plan hand them a consistent
 "kept x reduced" description of the input (``base``).
 
 Layout families, one module each:

@@ -25,10 +25,11 @@ from .jit import renamed_copy, subroutine
 # reassociation lets LLVM vectorise the sums; fastmath=True would also assume no NaN/inf and
 # delete exactly the checks the contract depends on.
 FASTMATH = {"reassoc", "contract"}
-# Every other function and overload here states its fastmath flags itself: Numba compiles one that
-# leaves them unset with the flags of the caller that first compiles it (inherit_if_not_set), so
-# error-free transformations such as _split and _neumaier, called from FASTMATH loops, could get
-# reassoc and contract, depending on the order in which things were compiled.
+# Every other function, subroutine and overload here states its fastmath flags itself: Numba
+# compiles an njit function or overload that leaves them unset with the flags of the caller that
+# first compiles it (inherit_if_not_set), so error-free transformations such as _split and Neumaier's
+# addition, called from FASTMATH loops, could get reassoc and contract, depending on the order in
+# which things were compiled. (Subroutines take them as a required argument: kernels.jit.)
 
 # Length of the pieces summed with a plain (vectorised) float64 loop; the pieces are then added with
 # compensated (Neumaier) summation, which keeps float64 inputs at least as exact as NumPy's pairwise sum.
@@ -221,7 +222,7 @@ smaller = _integer_pick(False, "smaller(a, b): min(a, b) of two integers, in the
 
 def call_part(typingctx, part, arg_types, kept):
     """For an intrinsic that dispatches on constant arguments: its (signature, codegen), which call
-    the njit function ``part`` (chosen by the intrinsic from the constants) with the arguments at
+    the subroutine ``part`` (chosen by the intrinsic from the constants) with the arguments at
     the positions ``kept``. An overload that only forwards to such a part is compiled as a function
     of its own in every first call (80-90 ms); this call is lowered in place, as the overload's
     inlined call was."""
