@@ -1,8 +1,9 @@
 """The compiled kernels as code, beyond their results: every kernel function states its fastmath
 flags (Numba would otherwise compile it with its first caller's), each kernel is compiled once for
 serial calls and parallel launches alike, element helpers refuse the types they do not decode, and
-the sum kernels' store loops take no log that only ReduceLogSum asks for, and no kernel assigns a
-slice from an array (whose error message Numba compiles into the first call).
+the sum kernels' store loops take no log that only ReduceLogSum asks for, no kernel assigns a
+slice from an array (whose error message Numba compiles into the first call), and a first call
+compiles the kernels it runs, not their helpers as functions of their own.
 """
 from __future__ import annotations
 
@@ -279,3 +280,71 @@ def test_integer_helpers_match_python():
         if dtype == np.int64 and wrapped >= 2**63:
             wrapped -= 2**64
         assert int(total(lanes)) == wrapped
+
+
+_FIRST_CALLS = """
+import json
+import ml_dtypes
+import numpy as np
+from numba.core import event
+
+import numred
+
+compiled = []
+
+
+class Compiles(event.Listener):
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        dispatcher = ev.data.get("dispatcher")
+        function = getattr(dispatcher, "py_func", None)
+        if function is not None and function.__module__.split(".")[0] == "numred":
+            cached = type(getattr(dispatcher, "_cache", None)).__name__ != "NullCache"
+            compiled.append((function.__module__, function.__qualname__, cached))
+
+
+event.register("numba:compile", Compiles())
+for op, dtype, shape, axes in [("reduce_sum_square", np.float32, (64, 32, 32), [0, 2]),
+                               ("reduce_l1", ml_dtypes.bfloat16, (3, 2, 2), [1]),
+                               ("reduce_mean", np.float64, (1000, 1000), [1]),
+                               ("reduce_log_sum_exp", np.int32, (1000, 1000), [1]),
+                               ("reduce_max", np.float16, (64, 32, 32), [0, 2])]:
+    getattr(numred, op)((np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape), axes=axes)
+print(json.dumps(compiled))
+"""
+
+
+@pytest.mark.slow
+def test_a_first_call_compiles_kernels_not_their_helpers(tmp_path):
+    # Numba's dispatcher compiles an njit helper, and an overload's implementation, as a function of
+    # its own, with a Python wrapper and machine code that no caller runs: 20-40 ms of a first call
+    # each, five to eighteen of them per first call before the helpers became subroutines
+    # (kernels.jit). In a new process with an empty cache, what dispatchers compile is the kernels
+    # Python calls (cached on disk) and the implementations of the overloads inlined into their
+    # callers' IR, and nothing else.
+    import ast
+    import json
+    import os
+    import subprocess
+    import sys
+    from numred import kernels
+
+    inlined_overloads = set()
+    for module in kernels.modules():
+        for node in ast.parse(open(module.__file__).read()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(d, ast.Call) and getattr(d.func, "id", None) == "overload"
+                    and any(k.arg == "inline" for k in d.keywords) for d in node.decorator_list):
+                inlined_overloads.add((module.__name__, node.name))
+    assert len(inlined_overloads) >= 4
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    child = subprocess.run([sys.executable, "-c", _FIRST_CALLS], env=env, capture_output=True, text=True,
+                           timeout=900)
+    assert child.returncode == 0, child.stderr[-3000:]
+    compiled = json.loads(child.stdout.splitlines()[-1])
+    assert sum(cached for _, _, cached in compiled) >= 5  # a kernel (at least) per call
+    helpers = [(module, name) for module, name, cached in compiled
+               if not cached and (module, name.split(".<locals>.")[0]) not in inlined_overloads]
+    assert helpers == []
