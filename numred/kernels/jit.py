@@ -315,6 +315,8 @@ def _subroutine(named, choose, fastmath, prefer_literal):
 
 
 def _compile_subroutine(typingctx, py_func, arg_types, fastmath):
+    """Numba's compile result for ``py_func`` on ``arg_types``, with the flags an njit function gets by
+    default (runtime memory, Python's error model) and ``fastmath``, and no wrapper or machine code."""
     from numba.core import compiler, cpu
     from numba.core.registry import cpu_target
 
