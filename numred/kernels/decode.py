@@ -15,9 +15,8 @@ from .base import (FASTMATH, SUM, SUM_SQUARES, _U64, _bits_to_float32, _bits_to_
 _HALF_REBIAS = 2.0**1008  # 2**(1023 - 15): float64 exponent bias minus float16's
 
 
-@subroutine(fastmath=False)
 def _half_bits_to_float64(h):
-    # IEEE binary16 -> float64 with integer operations and one exact multiply, without branches so
+    # (compiled into as_float64's callers, strict, without F16C) IEEE binary16 -> float64 with integer operations and one exact multiply, without branches so
     # that loops over float16 data vectorise. LLVM's half type crashes (a segfault) on CPUs
     # without F16C. Subnormals, inf and NaN (with its payload) come out bit-exact. (The same in 32-bit
     # lanes with a float32 multiply is slower.)
@@ -67,7 +66,7 @@ def as_float64(typingctx, x):
         else:
 
             def codegen(context, builder, signature, args):
-                return context.compile_internal(builder, lambda h: _half_bits_to_float64(h), signature, args)
+                return context.compile_internal(builder, _half_bits_to_float64, signature, args)
 
     elif x == types.int16:  # bfloat16 bits: the top half of a float32
 
